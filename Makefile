@@ -1,0 +1,47 @@
+# kcp-shard-operator. `make help` lists the targets.
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+CLUSTER ?= kwok
+export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
+
+.PHONY: help
+help: ## list targets
+	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+
+$(BIN)/kcp-shard-operator: pyproject.toml
+	@echo ">> creating $(VENV) and installing the package with test extras"
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+.PHONY: install
+install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and test extras
+
+.PHONY: lint
+lint: install ## ruff check, ruff format --check, mypy --strict
+	$(BIN)/ruff check operator tests
+	$(BIN)/ruff format --check operator tests
+	$(BIN)/mypy --strict
+
+.PHONY: fmt
+fmt: install ## format and autofix
+	$(BIN)/ruff format operator tests
+	$(BIN)/ruff check --fix operator tests
+
+.PHONY: unit
+unit: install ## unit tests only (no cluster)
+	$(BIN)/pytest -q -m 'not e2e'
+
+.PHONY: tools
+tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator
+	hack/tools.sh build
+
+.PHONY: run
+run: install ## run the operator locally against $$KUBECONFIG
+	$(BIN)/kcp-shard-operator run --all-namespaces

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Build the pinned local-cluster tools from their Go modules into a
+# version-keyed cache, reusing what is already there.
+#
+#   hack/tools.sh build [kubernetes|etcd|kwok|helm ...]   build what is missing
+#   hack/tools.sh env                                     print export lines
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# shellcheck source=versions.env
+source "${HACK_DIR}/versions.env"
+
+CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
+TOOLS_DIR="${CACHE_DIR}/tools"
+SRC_DIR="${CACHE_DIR}/src"
+export CGO_ENABLED=0
+export GOFLAGS=-mod=mod
+export GOTOOLCHAIN=local
+
+K8S_DIR="${TOOLS_DIR}/kubernetes-${KUBERNETES_VERSION}"
+ETCD_DIR="${TOOLS_DIR}/etcd-${ETCD_VERSION}"
+KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
+HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
+
+log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+timed() {
+  local what="$1"
+  shift
+  local start=${SECONDS}
+  log "building ${what} ..."
+  "$@"
+  log "built ${what} in $((SECONDS - start))s"
+}
+
+k8s_ldflags() {
+  local v="$1" minor
+  minor="$(echo "${v}" | cut -d. -f2)"
+  local flags="-s -w"
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    flags+=" -X ${pkg}.gitVersion=${v} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor}"
+    flags+=" -X ${pkg}.gitTreeState=clean -X ${pkg}.buildDate=1970-01-01T00:00:00Z"
+  done
+  echo "${flags}"
+}
+
+build_kubernetes() {
+  local v="${KUBERNETES_VERSION}" staging_version mod_file work
+  staging_version="v0.${v#v1.}"
+  work="${SRC_DIR}/kubernetes-${v}"
+  mkdir -p "${work}" "${K8S_DIR}"
+  mod_file="$(go mod download -json "k8s.io/kubernetes@${v}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
+  {
+    echo "module kcp-shard-operator/tools/kubernetes"
+    echo
+    echo "go 1.24"
+    echo
+    echo "require k8s.io/kubernetes ${v}"
+    echo
+    # kubernetes requires its staging modules at v0.0.0; pin each to its tag.
+    grep -E '^\s+k8s\.io/[a-z0-9-]+ v0\.0\.0$' "${mod_file}" | awk -v sv="${staging_version}" \
+      '{ printf "replace %s => %s %s\n", $1, $1, sv }'
+  } >"${work}/go.mod"
+  (cd "${work}" && go build -trimpath -ldflags "$(k8s_ldflags "${v}")" -o "${K8S_DIR}/" \
+    k8s.io/kubernetes/cmd/kube-apiserver \
+    k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kube-scheduler \
+    k8s.io/kubernetes/cmd/kubectl)
+}
+
+build_etcd() {
+  local work="${SRC_DIR}/etcd-${ETCD_VERSION}"
+  mkdir -p "${work}" "${ETCD_DIR}"
+  printf 'module kcp-shard-operator/tools/etcd\n\ngo 1.24\n\nrequire go.etcd.io/etcd/server/v3 %s\n' \
+    "${ETCD_VERSION}" >"${work}/go.mod"
+  (cd "${work}" && go build -trimpath -ldflags "-s -w" -o "${ETCD_DIR}/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kwok() {
+  mkdir -p "${KWOK_DIR}"
+  GOFLAGS= GOBIN="${KWOK_DIR}" go install -trimpath \
+    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.Version=${KWOK_VERSION}" \
+    "sigs.k8s.io/kwok/cmd/kwok@${KWOK_VERSION}" "sigs.k8s.io/kwok/cmd/kwokctl@${KWOK_VERSION}"
+}
+
+build_helm() {
+  mkdir -p "${HELM_DIR}"
+  GOFLAGS= GOBIN="${HELM_DIR}" go install -trimpath \
+    -ldflags "-s -w -X helm.sh/helm/v3/internal/version.version=${HELM_VERSION}" \
+    "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
+}
+
+ensure() {
+  local name="$1" marker="$2" fn="$3"
+  if [[ -x "${marker}" ]]; then
+    log "${name}: cached at $(dirname "${marker}")"
+  else
+    timed "${name}" "${fn}"
+  fi
+}
+
+cmd_build() {
+  local wanted=("$@")
+  [[ ${#wanted[@]} -gt 0 ]] || wanted=(kubernetes etcd kwok helm)
+  command -v go >/dev/null || { log "go is required (Go 1.26)"; exit 1; }
+  local total_start=${SECONDS}
+  for tool in "${wanted[@]}"; do
+    case "${tool}" in
+      kubernetes) ensure "kubernetes ${KUBERNETES_VERSION}" "${K8S_DIR}/kubectl" build_kubernetes ;;
+      etcd) ensure "etcd ${ETCD_VERSION}" "${ETCD_DIR}/etcd" build_etcd ;;
+      kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
+      helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
+      *) log "unknown tool: ${tool}"; exit 2 ;;
+    esac
+  done
+  log "tools ready in $((SECONDS - total_start))s"
+}
+
+cmd_env() {
+  echo "export PATH=\"${K8S_DIR}:${ETCD_DIR}:${KWOK_DIR}:${HELM_DIR}:\${PATH}\""
+  echo "export KWOK_KUBE_VERSION=${KUBERNETES_VERSION}"
+  echo "export KWOK_KUBE_APISERVER_BINARY=${K8S_DIR}/kube-apiserver"
+  echo "export KWOK_KUBE_CONTROLLER_MANAGER_BINARY=${K8S_DIR}/kube-controller-manager"
+  echo "export KWOK_KUBE_SCHEDULER_BINARY=${K8S_DIR}/kube-scheduler"
+  echo "export KWOK_KUBECTL_BINARY=${K8S_DIR}/kubectl"
+  echo "export KWOK_ETCD_BINARY=${ETCD_DIR}/etcd"
+  echo "export KWOK_CONTROLLER_BINARY=${KWOK_DIR}/kwok"
+  echo "export KCP_SHARD_TOOLS_DIR=${TOOLS_DIR}"
+}
+
+case "${1:-build}" in
+  build) shift || true; cmd_build "$@" ;;
+  env) cmd_env ;;
+  *) echo "usage: $0 build [tool...] | env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,34 @@
+"""The ``kcp-shard-operator`` command line: parses arguments and dispatches.
+
+Each sub-command lives in its own ``cmd_*`` module exposing ``register``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from kcp_shard_operator import cmd_render, cmd_run
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kcp-shard-operator",
+        description="Run and upgrade sharded kcp on Kubernetes.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in (cmd_run, cmd_render):
+        module.register(commands)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    handler = args.handler
+    code: int = handler(args)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())
