@@ -42,6 +42,23 @@ unit: install ## unit tests only (no cluster)
 tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator
 	hack/tools.sh build
 
+.PHONY: cluster-up
+cluster-up: ## start the local cluster (CLUSTER=kwok default, or kind) and print its KUBECONFIG
+	CLUSTER=$(CLUSTER) hack/cluster.sh up
+
+.PHONY: cluster-down
+cluster-down: ## delete the local cluster
+	CLUSTER=$(CLUSTER) hack/cluster.sh down
+
+.PHONY: cluster-status
+cluster-status: ## show the local cluster's components, version and nodes
+	CLUSTER=$(CLUSTER) hack/cluster.sh status
+
 .PHONY: run
 run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
+
+.PHONY: generate
+generate: install ## regenerate the CRD from the spec model and the render golden files
+	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev_shards.yaml
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py

@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# A local Kubernetes cluster for development, the demo and the e2e tests.
+#
+#   hack/cluster.sh up | down | status
+#
+# CLUSTER=kwok (default): kwokctl with the binary runtime and the binaries that
+# hack/tools.sh builds (real etcd, kube-apiserver, kube-controller-manager,
+# kube-scheduler; fake nodes and pods by kwok), bound to 127.0.0.1, RBAC on.
+# CLUSTER=kind: a kind cluster instead (needs a Docker engine and `kind`).
+#
+# Environment:
+#   CLUSTER_NAME        cluster name (default kcp-shard-operator)
+#   CLUSTER_NODES       number of fake kwok nodes (default 3)
+#   CLUSTER_KUBECONFIG  kubeconfig to write (default <repo>/.cluster/kubeconfig);
+#                       ~/.kube/config is never touched
+#   KCP_SHARD_CACHE     cache root (default ~/.cache/kcp-shard-operator)
+#   KIND_NODE_IMAGE     node image for CLUSTER=kind (default: kind's own)
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(dirname "${HACK_DIR}")"
+# shellcheck source=versions.env
+source "${HACK_DIR}/versions.env"
+
+CLUSTER="${CLUSTER:-kwok}"
+CLUSTER_NAME="${CLUSTER_NAME:-kcp-shard-operator}"
+CLUSTER_NODES="${CLUSTER_NODES:-3}"
+CLUSTER_KUBECONFIG="${CLUSTER_KUBECONFIG:-${REPO_DIR}/.cluster/kubeconfig}"
+CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
+export KWOK_WORKDIR="${CACHE_DIR}/kwok"
+WAIT_TIMEOUT="${CLUSTER_WAIT_TIMEOUT:-180s}"
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() {
+  log "ERROR: $*"
+  exit 1
+}
+
+load_tools() {
+  eval "$("${HACK_DIR}/tools.sh" env)"
+}
+
+[[ "$(realpath -m "${CLUSTER_KUBECONFIG}")" != "$(realpath -m "${HOME}/.kube/config")" ]] ||
+  die "refusing to write ${CLUSTER_KUBECONFIG}: pick a kubeconfig of its own"
+
+kubectl_c() { kubectl --kubeconfig "${CLUSTER_KUBECONFIG}" "$@"; }
+
+# KwokctlConfiguration with the options that have no command-line flag.
+write_kwokctl_config() {
+  local path="$1"
+  mkdir -p "$(dirname "${path}")"
+  cat >"${path}" <<EOF
+apiVersion: config.kwok.x-k8s.io/v1alpha1
+kind: KwokctlConfiguration
+options:
+  runtime: binary
+  bindAddress: 127.0.0.1
+  kubeVersion: ${KUBERNETES_VERSION}
+  etcdVersion: ${ETCD_VERSION#v}
+  securePort: true
+  kubeAuthorization: true
+  kubeAdmission: true
+  kubeApiserverBinary: ${KWOK_KUBE_APISERVER_BINARY}
+  kubeControllerManagerBinary: ${KWOK_KUBE_CONTROLLER_MANAGER_BINARY}
+  kubeSchedulerBinary: ${KWOK_KUBE_SCHEDULER_BINARY}
+  kubectlBinary: ${KWOK_KUBECTL_BINARY}
+  etcdBinary: ${KWOK_ETCD_BINARY}
+  kwokControllerBinary: ${KWOK_CONTROLLER_BINARY}
+EOF
+}
+
+wait_ready() {
+  log "waiting for the API server to be healthy"
+  local deadline=$((SECONDS + 120))
+  until kubectl_c get --raw /readyz >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "API server not ready after 120s (kubeconfig ${CLUSTER_KUBECONFIG})"
+    sleep 1
+  done
+  log "waiting for ${CLUSTER_NODES} node(s) to be Ready"
+  until [[ "$(kubectl_c get nodes --no-headers 2>/dev/null | wc -l)" -ge "${CLUSTER_NODES}" ]]; do
+    ((SECONDS < deadline)) || die "fewer than ${CLUSTER_NODES} nodes registered after 120s"
+    sleep 1
+  done
+  kubectl_c wait --for=condition=Ready nodes --all --timeout="${WAIT_TIMEOUT}" >/dev/null
+  log "waiting for the default ServiceAccount (controller-manager is running)"
+  until kubectl_c get serviceaccount default -n default >/dev/null 2>&1; do
+    ((SECONDS < deadline)) || die "no default ServiceAccount after 120s: kube-controller-manager down?"
+    sleep 1
+  done
+}
+
+kwok_up() {
+  load_tools
+  "${HACK_DIR}/tools.sh" build kubernetes etcd kwok
+  local config="${KWOK_WORKDIR}/${CLUSTER_NAME}.kwokctl.yaml"
+  write_kwokctl_config "${config}"
+  mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
+  log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
+  kwokctl --name "${CLUSTER_NAME}" --config "${config}" create cluster \
+    --kubeconfig "${CLUSTER_KUBECONFIG}" --wait "${WAIT_TIMEOUT}"
+  kubectl_c config use-context "kwok-${CLUSTER_NAME}" >/dev/null
+  log "scaling to ${CLUSTER_NODES} fake node(s)"
+  kwokctl --name "${CLUSTER_NAME}" scale node --replicas "${CLUSTER_NODES}"
+  wait_ready
+}
+
+kwok_down() {
+  load_tools
+  if kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"; then
+    log "deleting kwok cluster ${CLUSTER_NAME}"
+    kwokctl --name "${CLUSTER_NAME}" delete cluster --kubeconfig "${CLUSTER_KUBECONFIG}"
+  else
+    log "no kwok cluster ${CLUSTER_NAME}"
+  fi
+  rm -f "${CLUSTER_KUBECONFIG}" "${KWOK_WORKDIR}/${CLUSTER_NAME}.kwokctl.yaml"
+}
+
+kind_require() {
+  command -v kind >/dev/null ||
+    die "CLUSTER=kind needs the 'kind' binary on PATH (and a Docker engine); use the default CLUSTER=kwok here"
+  command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
+    die "CLUSTER=kind needs a running Docker engine, none found; use the default CLUSTER=kwok here"
+}
+
+kind_up() {
+  kind_require
+  load_tools
+  "${HACK_DIR}/tools.sh" build kubernetes
+  mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
+  local image_args=()
+  [[ -z "${KIND_NODE_IMAGE:-}" ]] || image_args=(--image "${KIND_NODE_IMAGE}")
+  log "creating kind cluster ${CLUSTER_NAME}"
+  kind create cluster --name "${CLUSTER_NAME}" --kubeconfig "${CLUSTER_KUBECONFIG}" \
+    "${image_args[@]}" --wait "${WAIT_TIMEOUT}"
+  CLUSTER_NODES=1 wait_ready
+}
+
+kind_down() {
+  kind_require
+  log "deleting kind cluster ${CLUSTER_NAME}"
+  kind delete cluster --name "${CLUSTER_NAME}" --kubeconfig "${CLUSTER_KUBECONFIG}"
+  rm -f "${CLUSTER_KUBECONFIG}"
+}
+
+cmd_up() {
+  local start=${SECONDS}
+  case "${CLUSTER}" in
+    kwok) kwok_up ;;
+    kind) kind_up ;;
+    *) die "unknown CLUSTER=${CLUSTER} (kwok or kind)" ;;
+  esac
+  log "cluster ${CLUSTER_NAME} is up in $((SECONDS - start))s; server version $(
+    kubectl_c version -o json | sed -n '/serverVersion/,/}/s/.*"gitVersion": "\(.*\)".*/\1/p'
+  )"
+  echo "export KUBECONFIG=${CLUSTER_KUBECONFIG}"
+}
+
+cmd_down() {
+  case "${CLUSTER}" in
+    kwok) kwok_down ;;
+    kind) kind_down ;;
+    *) die "unknown CLUSTER=${CLUSTER} (kwok or kind)" ;;
+  esac
+}
+
+cmd_status() {
+  load_tools
+  if [[ "${CLUSTER}" == kwok ]]; then
+    kwokctl get clusters | grep -qx "${CLUSTER_NAME}" || die "no kwok cluster ${CLUSTER_NAME}"
+    kwokctl --name "${CLUSTER_NAME}" get components
+  fi
+  [[ -f "${CLUSTER_KUBECONFIG}" ]] || die "no kubeconfig at ${CLUSTER_KUBECONFIG}"
+  kubectl_c version
+  kubectl_c get --raw '/readyz?verbose' | tail -n 1
+  kubectl_c get nodes
+  echo "export KUBECONFIG=${CLUSTER_KUBECONFIG}"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *)
+    echo "usage: $0 up | down | status" >&2
+    exit 2
+    ;;
+esac
