@@ -1,0 +1,872 @@
+"""Remove ``--root-shard-kubeconfig-file`` from YAML values and manifests, keeping every byte else.
+
+The YAML library only *locates* what to remove (character offsets of nodes); the
+edit deletes spans of the original text, so untouched bytes (comments, quoting,
+indentation, line endings, document markers) are copied, never re-serialised.
+Each located span is checked to hold the text it is supposed to hold, and the
+result is re-parsed and compared with the original minus the removed nodes; a
+file that fails either check is refused, unchanged.
+"""
+
+from __future__ import annotations
+
+import bisect
+import posixpath
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
+
+from kcp_shard_operator.versions import (
+    ROOT_SHARD_KUBECONFIG_FLAG,
+    InvalidVersionError,
+    Version,
+    ignores_root_shard_flag,
+)
+
+FLAG = ROOT_SHARD_KUBECONFIG_FLAG
+SHARD_API_VERSION = "kcpshard.dev/v1alpha1"
+ROOT_SHARD_REF_KEY = "rootShardKubeconfigSecretRef"
+SHARD_CHART_KUBECONFIG_MOUNT = "/etc/kcp/shard"
+"""Where kcp-dev/helm-charts' deprecated ``shard`` chart mounts the root-shard kubeconfig."""
+
+_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
+_BREAK_CHARS = "\r\n\x85\u2028\u2029"
+_PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
+
+Segment = str | int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Something to tell the user about one place in a file (line is 1-based)."""
+
+    line: int
+    path: str
+    message: str
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """The new text and what happened; ``errors`` means the file must not be written."""
+
+    original: str
+    text: str
+    changes: tuple[Finding, ...] = ()
+    unneeded: tuple[Finding, ...] = ()
+    warnings: tuple[Finding, ...] = ()
+    errors: tuple[Finding, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return self.text != self.original
+
+
+class _RefuseError(Exception):
+    """The file has a layout this tool will not edit."""
+
+
+@dataclass(frozen=True)
+class _Edit:
+    start: int
+    end: int
+    insert: str = ""
+
+
+@dataclass
+class _Visit:
+    node: Node
+    path: tuple[Segment, ...]
+    ancestors: tuple[Node, ...]
+
+
+@dataclass
+class _Plan:
+    """What to remove, collected while walking the documents."""
+
+    seq_removals: dict[int, tuple[SequenceNode, set[int]]] = field(default_factory=dict)
+    pair_removals: dict[int, tuple[MappingNode, set[int]]] = field(default_factory=dict)
+    skipped: set[int] = field(default_factory=set)
+    changes: list[Finding] = field(default_factory=list)
+    unneeded: list[Finding] = field(default_factory=list)
+    warnings: list[Finding] = field(default_factory=list)
+    errors: list[Finding] = field(default_factory=list)
+
+    def remove_items(self, seq: SequenceNode, indices: set[int]) -> None:
+        entry = self.seq_removals.setdefault(id(seq), (seq, set()))
+        entry[1].update(indices)
+        self.skipped.update(id(seq.value[i]) for i in indices)
+
+    def remove_pair(self, mapping: MappingNode, index: int) -> None:
+        entry = self.pair_removals.setdefault(id(mapping), (mapping, set()))
+        entry[1].add(index)
+        self.skipped.add(id(mapping.value[index][0]))
+
+
+def format_path(path: tuple[Segment, ...]) -> str:
+    """``spec.containers[0].args[2]``; keys that are not identifiers are quoted."""
+    out = ""
+    for seg in path:
+        if isinstance(seg, int):
+            out += f"[{seg}]"
+        elif _PATH_KEY.match(seg):
+            out += f".{seg}" if out else seg
+        else:
+            out += f"[{seg!r}]"
+    return out or "(document)"
+
+
+class _Source:
+    """The original text with line arithmetic that matches the YAML reader's."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
+
+    def line_no(self, offset: int) -> int:
+        return bisect.bisect_right(self.line_starts, offset)
+
+    def line_start(self, offset: int) -> int:
+        return self.line_starts[self.line_no(offset) - 1]
+
+    def next_line_start(self, offset: int) -> int:
+        """Offset just after the line break ending the line that holds ``offset``."""
+        n = self.line_no(offset)
+        return self.line_starts[n] if n < len(self.line_starts) else len(self.text)
+
+    def line_content_end(self, offset: int) -> int:
+        end = self.next_line_start(offset)
+        while end > offset and self.text[end - 1] in _BREAK_CHARS:
+            end -= 1
+        return end
+
+    def previous_line_start(self, line_start: int) -> int | None:
+        n = self.line_no(line_start)
+        return self.line_starts[n - 2] if n >= 2 else None
+
+
+def _scalar(node: Node | None) -> str | None:
+    return node.value if isinstance(node, ScalarNode) else None
+
+
+def _get(mapping: Node | None, key: str) -> Node | None:
+    if not isinstance(mapping, MappingNode):
+        return None
+    for k, v in mapping.value:
+        if isinstance(k, ScalarNode) and k.value == key:
+            found: Node = v
+            return found
+    return None
+
+
+def _pair_index(mapping: MappingNode, key: str) -> int | None:
+    for i, (k, _) in enumerate(mapping.value):
+        if isinstance(k, ScalarNode) and k.value == key:
+            return i
+    return None
+
+
+def _truthy(node: Node | None) -> bool:
+    value = _scalar(node)
+    return value is not None and value.lower() in ("true", "yes", "on")
+
+
+def _walk(root: Node) -> Iterator[_Visit]:
+    """Every node once (an alias is the anchored node, visited at the anchor)."""
+    seen: set[int] = set()
+    stack: list[_Visit] = [_Visit(root, (), ())]
+    while stack:
+        visit = stack.pop()
+        node = visit.node
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        yield visit
+        below = (*visit.ancestors, node)
+        children: list[_Visit] = []
+        if isinstance(node, SequenceNode):
+            children = [_Visit(item, (*visit.path, i), below) for i, item in enumerate(node.value)]
+        elif isinstance(node, MappingNode):
+            for k, v in node.value:
+                seg: Segment = k.value if isinstance(k, ScalarNode) else "?"
+                children.append(_Visit(k, visit.path, below))
+                children.append(_Visit(v, (*visit.path, seg), below))
+        stack.extend(reversed(children))
+
+
+def _subtree(node: Node) -> Iterator[Node]:
+    for visit in _walk(node):
+        yield visit.node
+
+
+def _content_end(node: Node) -> int:
+    """End offset of the last character that belongs to ``node``.
+
+    Block collections report their end at the next token (after trailing
+    comments), so their end is taken from their last scalar or flow collection.
+    """
+    if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
+        end: int = node.end_mark.index
+        return end
+    ends = [_content_end(child) for child in _children(node)]
+    return max(ends) if ends else int(node.start_mark.index)
+
+
+def _children(node: Node) -> list[Node]:
+    if isinstance(node, SequenceNode):
+        return list(node.value)
+    if isinstance(node, MappingNode):
+        return [n for pair in node.value for n in pair]
+    return []
+
+
+def _flag_value(item: Node) -> str | None:
+    """The PATH of ``--root-shard-kubeconfig-file=PATH``, '' for the bare flag, else None."""
+    value = _scalar(item)
+    if value is None:
+        return None
+    if value == FLAG:
+        return ""
+    if value.startswith(FLAG + "="):
+        return value[len(FLAG) + 1 :]
+    return None
+
+
+class _Migration:
+    def __init__(self, text: str, deprecating_release: Version, prune_mounts: bool) -> None:
+        self.src = _Source(text)
+        self.release = deprecating_release
+        self.prune = prune_mounts
+        self.plan = _Plan()
+        self.docs: list[Node] = []
+        self.ends: list[int] = []
+        self.shard_specs: dict[int, Version | None] = {}
+
+    def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
+        return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
+
+    # -- collecting -------------------------------------------------------
+
+    def collect(self) -> None:
+        for root in self.docs:
+            visits = list(_walk(root))
+            for visit in visits:
+                node = visit.node
+                if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
+                    self.ends.append(node.end_mark.index)
+            for visit in visits:
+                self._find_shards(visit)
+            if isinstance(root, MappingNode):
+                self._shard_chart_values(root)
+            for visit in visits:
+                if isinstance(visit.node, SequenceNode):
+                    self._arg_list(visit)
+                elif isinstance(visit.node, ScalarNode) and visit.path:
+                    self._stray_flag(visit)
+        self.ends.sort()
+
+    def _stray_flag(self, visit: _Visit) -> None:
+        parent = visit.ancestors[-1] if visit.ancestors else None
+        if FLAG not in visit.node.value or (
+            isinstance(parent, SequenceNode) and _flag_value(visit.node) is not None
+        ):
+            return
+        self.plan.warnings.append(
+            self.find(
+                visit.node,
+                visit.path,
+                f"{FLAG} appears inside a string, not as a list item; left as is, edit it by hand",
+            )
+        )
+
+    def _find_shards(self, visit: _Visit) -> None:
+        node = visit.node
+        if not isinstance(node, MappingNode):
+            return
+        shards = _get(node, "shards")
+        if isinstance(shards, SequenceNode):
+            for i, item in enumerate(shards.value):
+                if isinstance(item, MappingNode):
+                    self._shard_spec(item, (*visit.path, "shards", i))
+        if (
+            _scalar(_get(node, "apiVersion")) == SHARD_API_VERSION
+            and _scalar(_get(node, "kind")) == "Shard"
+        ):
+            spec = _get(node, "spec")
+            if isinstance(spec, MappingNode):
+                self._shard_spec(spec, (*visit.path, "spec"))
+
+    def _shard_spec(self, spec: MappingNode, path: tuple[Segment, ...]) -> None:
+        version_node = _get(spec, "version")
+        version: Version | None = None
+        try:
+            version = Version.parse(_scalar(version_node) or "")
+        except InvalidVersionError:
+            version = None
+        self.shard_specs[id(spec)] = version
+        if _get(spec, "rootShardRef") is not None and not isinstance(
+            _get(_get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
+        ):
+            self.plan.errors.append(
+                self.find(
+                    spec,
+                    path,
+                    "non-root shard (rootShardRef set) has no cache.kubeconfigSecretRef: "
+                    "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
+                )
+            )
+        index = _pair_index(spec, ROOT_SHARD_REF_KEY)
+        if index is None:
+            return
+        key, ref = spec.value[index]
+        ref_path = (*path, ROOT_SHARD_REF_KEY)
+        if version is None:
+            self.plan.warnings.append(
+                self.find(key, ref_path, "kept: the shard has no valid version to decide on")
+            )
+            return
+        if not ignores_root_shard_flag(version, self.release):
+            return
+        self.plan.remove_pair(spec, index)
+        self.plan.changes.append(
+            self.find(
+                key,
+                ref_path,
+                f"removed {ROOT_SHARD_REF_KEY} (kcp {version} ignores {FLAG})",
+            )
+        )
+        secret = _scalar(_get(ref, "name"))
+        if secret:
+            self.plan.unneeded.append(
+                self.find(
+                    key,
+                    ref_path,
+                    f"Secret {secret} is no longer needed by this shard "
+                    f"(it only fed {FLAG}); delete it once no older shard uses it",
+                )
+            )
+
+    def _shard_chart_values(self, root: MappingNode) -> None:
+        """Values of the deprecated kcp ``shard`` chart, whose template renders the flag."""
+        sharding = _get(root, "sharding")
+        if not isinstance(sharding, MappingNode) or not isinstance(_get(root, "kcp"), MappingNode):
+            return
+        if not _truthy(_get(sharding, "enabled")) or _truthy(_get(sharding, "isRoot")):
+            return
+        where = _get(sharding, "isRoot") or sharding
+        path: tuple[Segment, ...] = ("sharding", "isRoot")
+        if not (
+            _truthy(_get(_get(root, "cache"), "enabled"))
+            or _truthy(_get(_get(root, "externalCache"), "enabled"))
+        ):
+            self.plan.errors.append(
+                self.find(
+                    where,
+                    path,
+                    "non-root shard with neither cache.enabled nor externalCache.enabled: "
+                    "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
+                )
+            )
+        fullname = _scalar(_get(root, "fullnameOverride")) or (
+            "<release>-" + (_scalar(_get(root, "nameOverride")) or "shard")
+        )
+        self.plan.unneeded.append(
+            self.find(
+                where,
+                path,
+                f"Secret {fullname}-shard-admin-kubeconfig (volume kcp-shard-kubeconfig at "
+                f"{SHARD_CHART_KUBECONFIG_MOUNT}) is no longer needed from kcp {self.release} on; "
+                f"this deprecated chart's template renders {FLAG} itself "
+                "(convert with --from-shard-chart)",
+            )
+        )
+
+    def _context_version(self, ancestors: tuple[Node, ...]) -> Version | None:
+        """The kcp version of the nearest enclosing shard or kcp container, if stated."""
+        for node in reversed(ancestors):
+            if id(node) in self.shard_specs:
+                return self.shard_specs[id(node)]
+            tag = _image_tag(node)
+            if tag:
+                try:
+                    return Version.parse(tag.removeprefix("v"))
+                except InvalidVersionError:
+                    return None
+        return None
+
+    def _arg_list(self, visit: _Visit) -> None:
+        seq = visit.node
+        assert isinstance(seq, SequenceNode)
+        removed: dict[int, str] = {}
+        i = 0
+        while i < len(seq.value):
+            value = _flag_value(seq.value[i])
+            if value is None:
+                i += 1
+                continue
+            if value == "" and i + 1 < len(seq.value) and _scalar(seq.value[i + 1]) is not None:
+                removed[i] = _scalar(seq.value[i + 1]) or ""
+                removed[i + 1] = ""
+                i += 2
+            else:
+                removed[i] = value
+                i += 1
+        if not removed:
+            return
+        version = self._context_version((*visit.ancestors, seq))
+        if version is not None and not ignores_root_shard_flag(version, self.release):
+            first = min(removed)
+            self.plan.warnings.append(
+                self.find(
+                    seq.value[first],
+                    (*visit.path, first),
+                    f"kept: kcp {version} still uses {FLAG} (it is ignored from {self.release} on)",
+                )
+            )
+            return
+        self.plan.remove_items(seq, set(removed))
+        for index in sorted(removed):
+            item = seq.value[index]
+            raw = _scalar(item) or ""
+            if raw != FLAG and _flag_value(item) is None:
+                continue
+            shown = f"{FLAG} {removed[index]}" if raw == FLAG else raw
+            if raw == FLAG and index + 1 not in removed:
+                shown = f"{FLAG} (no value followed it)"
+            self.plan.changes.append(
+                self.find(item, (*visit.path, index), f"removed {shown.rstrip()}")
+            )
+            if removed[index]:
+                self._mounts_for(removed[index], visit)
+
+    def _mounts_for(self, path: str, visit: _Visit) -> None:
+        """Report (or prune) the volumeMount and volume that held the removed kubeconfig."""
+        target = posixpath.normpath(path)
+        level, mounts = _search(
+            visit,
+            lambda n: (
+                bool(_scalar(_get(n, "name")))
+                and _mount_covers(_scalar(_get(n, "mountPath")), target)
+            ),
+        )
+        for mount in mounts:
+            mount_path_node = _get(mount.node, "mountPath")
+            mount_path = _scalar(mount_path_node) or ""
+            still_used = any(
+                isinstance(n, ScalarNode)
+                and n is not mount_path_node
+                and id(n) not in self.plan.skipped
+                and _refers_to(n.value, mount_path)
+                for n in _subtree(visit.ancestors[level])
+            )
+            if still_used:
+                continue
+            name = _scalar(_get(mount.node, "name")) or ""
+            self._report_unneeded(
+                mount, (*visit.path[:level], *mount.path), f"volumeMount {name} at {mount_path}"
+            )
+            vol_level, volumes = _search(visit, _volume_named(name))
+            shared = any(
+                v.node is not mount.node and _scalar(_get(v.node, "name")) == name
+                for v in _walk(visit.ancestors[vol_level])
+                if _get(v.node, "mountPath") is not None
+            )
+            for vol in [] if shared else volumes:
+                secret = _scalar(_get(_get(vol.node, "secret"), "secretName"))
+                what = f"volume {name}" + (f" (Secret {secret})" if secret else "")
+                self._report_unneeded(vol, (*visit.path[:vol_level], *vol.path), what)
+
+    def _report_unneeded(self, visit: _Visit, path: tuple[Segment, ...], what: str) -> None:
+        parent = visit.ancestors[-1] if visit.ancestors else None
+        if self.prune and isinstance(parent, SequenceNode):
+            index = next(i for i, n in enumerate(parent.value) if n is visit.node)
+            if id(visit.node) in self.plan.skipped:
+                return
+            self.plan.remove_items(parent, {index})
+            self.plan.changes.append(
+                self.find(visit.node, path, f"removed {what}: it only served {FLAG}")
+            )
+        else:
+            self.plan.unneeded.append(
+                self.find(
+                    visit.node,
+                    path,
+                    f"{what} only served {FLAG}: no longer needed (remove with --prune-mounts)",
+                )
+            )
+
+    # -- editing ----------------------------------------------------------
+
+    def floor(self, offset: int) -> int:
+        """End of the last node that ends at or before ``offset`` (0 if none)."""
+        i = bisect.bisect_right(self.ends, offset)
+        return self.ends[i - 1] if i else 0
+
+    def comments_above(self, line_start: int, column: int) -> int:
+        """Start of the comment lines directly above ``line_start`` at ``column``."""
+        text = self.src.text
+        start = line_start
+        while True:
+            prev = self.src.previous_line_start(start)
+            if prev is None or prev < self.floor(start):
+                return start
+            line = text[prev:start]
+            stripped = line.lstrip(" \t")
+            if not stripped.startswith("#") or len(line) - len(stripped) != column:
+                return start
+            start = prev
+
+    def whole_lines(self, first: int, last_end: int) -> tuple[int, int] | None:
+        """Span of full lines from ``first`` to after ``last_end``'s line, with comments above.
+
+        None when something other than blanks and a comment shares those lines.
+        """
+        text = self.src.text
+        line_start = self.src.line_start(first)
+        if text[line_start:first].strip(" \t"):
+            return None
+        if last_end > 0 and text[last_end - 1] in _BREAK_CHARS:
+            end = last_end
+        else:
+            rest = text[last_end : self.src.line_content_end(last_end)].strip(" \t")
+            if rest and not rest.startswith("#"):
+                return None
+            end = self.src.next_line_start(last_end)
+        return self.comments_above(line_start, first - line_start), end
+
+    def block_item_span(self, item: Node) -> tuple[int, int]:
+        text = self.src.text
+        j = item.start_mark.index - 1
+        while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
+            j -= 1
+        if j < 0 or text[j] != "-":
+            raise _RefuseError(
+                f"line {self.src.line_no(item.start_mark.index)}: cannot find the list item's '-'"
+            )
+        span = self.whole_lines(j, _content_end(item))
+        if span is None:
+            raise _RefuseError(
+                f"line {self.src.line_no(j)}: the list item shares its line with other content"
+            )
+        return span
+
+    def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[_Edit]:
+        if seq.flow_style:
+            entries = [(n.start_mark.index, _content_end(n)) for n in seq.value]
+            return self.flow_edits(seq, entries, indices)
+        edits = [_Edit(*self.block_item_span(seq.value[i])) for i in sorted(indices)]
+        if len(indices) == len(seq.value):
+            edits.append(_Edit(*self.empty_marker(seq, "[]")))
+        return edits
+
+    def empty_marker(self, node: Node, marker: str) -> tuple[int, int, str]:
+        """Where to write ``[]``/``{}`` for a block collection that lost all its entries."""
+        for mapping in self.docs_mappings_holding(node):
+            for k, v in mapping.value:
+                if v is node:
+                    return self.after_key(k, marker)
+        raise _RefuseError(
+            f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
+            "that is not the value of a key"
+        )
+
+    def docs_mappings_holding(self, node: Node) -> Iterator[MappingNode]:
+        for root in self.docs:
+            for n in _subtree(root):
+                if isinstance(n, MappingNode) and any(v is node for _, v in n.value):
+                    yield n
+
+    def after_key(self, key: Node, marker: str) -> tuple[int, int, str]:
+        text = self.src.text
+        i = key.end_mark.index
+        while i < len(text) and text[i] in " \t":
+            i += 1
+        if i >= len(text) or text[i] != ":":
+            raise _RefuseError(f"line {self.src.line_no(i)}: cannot find the ':' after the key")
+        i += 1
+        pos = i
+        while True:
+            j = pos
+            while j < len(text) and text[j] in " \t":
+                j += 1
+            if j < len(text) and text[j] in "&!":
+                while j < len(text) and text[j] not in " \t" + _BREAK_CHARS:
+                    j += 1
+                pos = j
+                continue
+            return pos, pos, " " + marker
+
+    def flow_edits(
+        self, node: Node, entries: list[tuple[int, int]], indices: set[int]
+    ) -> list[_Edit]:
+        text = self.src.text
+        close = node.end_mark.index - 1
+        runs: list[list[int]] = []
+        for i in sorted(indices):
+            if runs and runs[-1][-1] == i - 1:
+                runs[-1].append(i)
+            else:
+                runs.append([i])
+        edits: list[_Edit] = []
+        for run in runs:
+            first, last = run[0], run[-1]
+            start, end = entries[first][0], entries[last][1]
+            after = end
+            while after < len(text) and text[after] in " \t":
+                after += 1
+            if after < len(text) and text[after] == ",":
+                after += 1
+            lines = self.whole_lines(start, after)
+            if lines is not None:
+                edits.append(_Edit(*lines))
+            elif last + 1 < len(entries):
+                nxt = entries[last + 1][0]
+                if _LINE_BREAK.search(text, end, nxt) is None:
+                    edits.append(_Edit(start, nxt))
+                else:
+                    ws = start
+                    while text[ws - 1] in " \t":
+                        ws -= 1
+                    edits.append(_Edit(ws, after))
+            elif first > 0:
+                prev = entries[first - 1][1]
+                if _LINE_BREAK.search(text, prev, start) is None:
+                    edits.append(_Edit(prev, end))
+                else:
+                    edits.append(_Edit(start, end))
+            else:
+                edits.append(_Edit(start, close))
+        return edits
+
+    def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[_Edit]:
+        if len(indices) == len(mapping.value):
+            raise _RefuseError(
+                f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
+            )
+        if mapping.flow_style:
+            entries = [(k.start_mark.index, _content_end(v)) for k, v in mapping.value]
+            return self.flow_edits(mapping, entries, indices)
+        edits = []
+        text = self.src.text
+        for i in sorted(indices):
+            key, value = mapping.value[i]
+            start = key.start_mark.index
+            span = self.whole_lines(start, _content_end(value))
+            if span is not None:
+                edits.append(_Edit(*span))
+            elif i + 1 < len(mapping.value) and i + 1 not in indices:
+                next_key = mapping.value[i + 1][0]
+                between = text[start : next_key.start_mark.index]
+                if "#" in between:
+                    raise _RefuseError(
+                        f"line {self.src.line_no(start)}: comments between keys on a list item line"
+                    )
+                edits.append(_Edit(start, next_key.start_mark.index))
+            else:
+                raise _RefuseError(
+                    f"line {self.src.line_no(start)}: the key shares its line with other content"
+                )
+        return edits
+
+    def check_located(self) -> None:
+        """Each node to remove must hold, at its located offset, the text it was parsed from."""
+        text = self.src.text
+        for seq, indices in self.plan.seq_removals.values():
+            for i in indices:
+                item = seq.value[i]
+                raw = text[item.start_mark.index : item.end_mark.index]
+                if isinstance(item, ScalarNode) and item.value not in _unquote(raw):
+                    raise _RefuseError(
+                        f"line {self.src.line_no(item.start_mark.index)}: the located text "
+                        f"{raw!r} does not hold {item.value!r}"
+                    )
+        for mapping, indices in self.plan.pair_removals.values():
+            for i in indices:
+                key = mapping.value[i][0]
+                raw = text[key.start_mark.index : key.end_mark.index]
+                if _unquote(raw) != key.value:
+                    raise _RefuseError(
+                        f"line {self.src.line_no(key.start_mark.index)}: the located key "
+                        f"{raw!r} is not {key.value!r}"
+                    )
+
+    def edits(self) -> list[_Edit]:
+        out: list[_Edit] = []
+        for seq, indices in self.plan.seq_removals.values():
+            out.extend(self.seq_edits(seq, indices))
+        for mapping, indices in self.plan.pair_removals.values():
+            out.extend(self.pair_edits(mapping, indices))
+        return out
+
+
+def _image_tag(node: Node) -> str | None:
+    """The kcp image tag stated on ``node``: ``image: .../kcp:TAG``, ``image: {tag}``, ``tag``."""
+    image = _get(node, "image")
+    if isinstance(image, MappingNode):
+        return _scalar(_get(image, "tag"))
+    reference = _scalar(image)
+    if reference is None or "kcp" not in reference:
+        return None
+    name, _, tag = reference.rpartition(":")
+    if name and "/" not in tag and "@" not in reference:
+        return tag
+    return _scalar(_get(node, "tag"))
+
+
+def _unquote(raw: str) -> str:
+    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
+        return raw[1:-1]
+    return raw
+
+
+def _search(visit: _Visit, match: Callable[[MappingNode], bool]) -> tuple[int, list[_Visit]]:
+    """Mappings matching ``match`` under the nearest ancestor of ``visit`` that has any.
+
+    Returns the ancestor's level (its index in ``visit.ancestors``) and the matches,
+    whose paths are relative to that ancestor.
+    """
+    for level in range(len(visit.ancestors) - 1, -1, -1):
+        found = [
+            v
+            for v in _walk(visit.ancestors[level])
+            if isinstance(v.node, MappingNode) and match(v.node)
+        ]
+        if found:
+            return level, found
+    return 0, []
+
+
+def _volume_named(name: str) -> Callable[[MappingNode], bool]:
+    def match(node: MappingNode) -> bool:
+        return (
+            _scalar(_get(node, "name")) == name
+            and _get(node, "mountPath") is None
+            and len(node.value) > 1
+        )
+
+    return match
+
+
+def _mount_covers(mount_path: str | None, target: str) -> bool:
+    if not mount_path or not mount_path.startswith("/"):
+        return False
+    mount = posixpath.normpath(mount_path)
+    return target == mount or target.startswith(mount.rstrip("/") + "/")
+
+
+def _refers_to(value: str, mount_path: str) -> bool:
+    mount = posixpath.normpath(mount_path).rstrip("/")
+    return bool(mount) and re.search(re.escape(mount) + r"(/|$|[\s\"',])", value) is not None
+
+
+def _apply(text: str, edits: list[_Edit]) -> str:
+    """Apply deletions/insertions; overlapping deletions are merged."""
+    ordered = sorted(edits, key=lambda e: (e.start, e.end))
+    merged: list[_Edit] = []
+    for edit in ordered:
+        if merged and edit.start < merged[-1].end and not edit.insert and not merged[-1].insert:
+            last = merged.pop()
+            merged.append(_Edit(last.start, max(last.end, edit.end)))
+        elif merged and edit.start < merged[-1].end:
+            raise _RefuseError("overlapping edits")
+        else:
+            merged.append(edit)
+    out: list[str] = []
+    pos = 0
+    for edit in merged:
+        out.append(text[pos : edit.start])
+        out.append(edit.insert)
+        pos = edit.end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _signature(node: Node, skip: set[int], memo: dict[int, object], depth: int = 0) -> object:
+    """A comparable, style-free view of a node tree, leaving out nodes in ``skip``."""
+    if depth > 200:
+        raise _RefuseError("document nests too deeply (or is recursive)")
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    sig: object
+    if isinstance(node, ScalarNode):
+        sig = ("scalar", node.tag, node.value)
+    elif isinstance(node, SequenceNode):
+        sig = (
+            "seq",
+            node.tag,
+            tuple(_signature(n, skip, memo, depth + 1) for n in node.value if id(n) not in skip),
+        )
+    else:
+        sig = (
+            "map",
+            node.tag,
+            tuple(
+                (_signature(k, skip, memo, depth + 1), _signature(v, skip, memo, depth + 1))
+                for k, v in node.value
+                if id(k) not in skip
+            ),
+        )
+    memo[key] = sig
+    return sig
+
+
+def _parse(text: str) -> list[Node]:
+    """Compose every document, also loading them to catch constructor errors (duplicate keys)."""
+    list(YAML(typ="rt").load_all(text))
+    return [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
+
+
+def migrate_text(
+    text: str, *, deprecating_release: Version, prune_mounts: bool = False
+) -> MigrationResult:
+    """Remove the deprecated flag (and what only fed it) from one YAML stream."""
+    migration = _Migration(text, deprecating_release, prune_mounts)
+    try:
+        migration.docs = _parse(text)
+    except YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        message = " ".join(str(getattr(err, "problem", None) or err).split())
+        return MigrationResult(
+            text, text, errors=(Finding(line, "(document)", f"invalid YAML: {message}"),)
+        )
+    migration.collect()
+    plan = migration.plan
+    result = MigrationResult(
+        original=text,
+        text=text,
+        changes=tuple(sorted(plan.changes, key=lambda f: f.line)),
+        unneeded=tuple(sorted(plan.unneeded, key=lambda f: f.line)),
+        warnings=tuple(sorted(plan.warnings, key=lambda f: f.line)),
+        errors=tuple(plan.errors),
+    )
+    if not plan.changes:
+        return result
+    try:
+        migration.check_located()
+        new_text = _apply(text, migration.edits())
+        _verify(migration.docs, new_text, plan.skipped)
+    except _RefuseError as err:
+        refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
+        return MigrationResult(
+            text, text, result.changes, result.unneeded, result.warnings, (*result.errors, refusal)
+        )
+    return MigrationResult(
+        text, new_text, result.changes, result.unneeded, result.warnings, result.errors
+    )
+
+
+def _verify(old_docs: list[Node], new_text: str, skipped: set[int]) -> None:
+    """The rewritten text must parse to the original documents minus the removed nodes."""
+    try:
+        new_docs = _parse(new_text)
+    except YAMLError as err:
+        raise _RefuseError(f"the edited text would not parse ({err})") from err
+    expected = [_signature(d, skipped, {}) for d in old_docs]
+    actual = [_signature(d, set(), {}) for d in new_docs]
+    if expected != actual:
+        raise _RefuseError("the edited text would differ in more than the removed entries")
