@@ -344,8 +344,7 @@ class _Migration:
                 self.find(
                     key,
                     ref_path,
-                    f"Secret {secret} is no longer needed by this shard "
-                    f"(it only fed {FLAG}); delete it once no older shard uses it",
+                    f"Secret {secret}: it only fed {FLAG}; delete it once no older shard uses it",
                 )
             )
 
@@ -378,9 +377,8 @@ class _Migration:
                 where,
                 path,
                 f"Secret {fullname}-shard-admin-kubeconfig (volume kcp-shard-kubeconfig at "
-                f"{SHARD_CHART_KUBECONFIG_MOUNT}) is no longer needed from kcp {self.release} on; "
-                f"this deprecated chart's template renders {FLAG} itself "
-                "(convert with --from-shard-chart)",
+                f"{SHARD_CHART_KUBECONFIG_MOUNT}) from kcp {self.release} on; this deprecated "
+                f"chart's template renders {FLAG} itself (convert with --from-shard-chart)",
             )
         )
 
@@ -494,7 +492,7 @@ class _Migration:
                 self.find(
                     visit.node,
                     path,
-                    f"{what} only served {FLAG}: no longer needed (remove with --prune-mounts)",
+                    f"{what}: it only served {FLAG} (remove with --prune-mounts)",
                 )
             )
 

@@ -1,0 +1,238 @@
+"""``migrate-values``: rewrite values and manifests off ``--root-shard-kubeconfig-file``.
+
+Reads files, calls :mod:`kcp_shard_operator.migrate` / :mod:`kcp_shard_operator.shardchart`,
+writes atomically (temporary file in the same directory, then rename).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterable
+from typing import Any, BinaryIO, TextIO
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import YAMLError
+
+from kcp_shard_operator import migrate, shardchart
+from kcp_shard_operator.versions import (
+    DEFAULT_DEPRECATING_RELEASE,
+    DEPRECATING_RELEASE_ENV,
+    InvalidVersionError,
+    Version,
+    deprecating_release_from_env,
+)
+
+EXIT_OK = 0
+EXIT_WOULD_CHANGE = 1
+EXIT_ERROR = 2
+STDIN = "-"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "migrate-values",
+        help="remove --root-shard-kubeconfig-file from Helm values and manifests",
+        description=(
+            "Remove --root-shard-kubeconfig-file (and what only fed it) from YAML files, "
+            "keeping everything else byte for byte; or convert the deprecated kcp 'shard' "
+            "chart's values into a Shard manifest (--from-shard-chart)."
+        ),
+    )
+    parser.add_argument("paths", nargs="*", metavar="PATH", help="YAML files; '-' reads stdin")
+    parser.add_argument("--in-place", action="store_true", help="rewrite the files")
+    parser.add_argument(
+        "--check", action="store_true", help="change nothing; exit 1 if a file would change"
+    )
+    parser.add_argument("--diff", action="store_true", help="print a unified diff")
+    parser.add_argument(
+        "--prune-mounts",
+        action="store_true",
+        help="also remove volumeMounts and volumes that only served the flag",
+    )
+    parser.add_argument(
+        "--root-shard-flag-removed-in",
+        metavar="X.Y.Z",
+        help=(
+            "first kcp release that ignores the flag "
+            f"(default: ${DEPRECATING_RELEASE_ENV}, else {DEFAULT_DEPRECATING_RELEASE})"
+        ),
+    )
+    parser.add_argument(
+        "--from-shard-chart",
+        metavar="VALUES.yaml",
+        help="convert values of kcp-dev/helm-charts' deprecated 'shard' chart to a Shard",
+    )
+    parser.add_argument(
+        "-o", "--output", metavar="FILE", help="with --from-shard-chart: write here"
+    )
+    parser.add_argument(
+        "--name", help="with --from-shard-chart: the chart's full name (<release>-shard)"
+    )
+    parser.add_argument(
+        "--kcp-version", metavar="X.Y.Z", help="with --from-shard-chart: the kcp version"
+    )
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    err: TextIO = sys.stderr
+    try:
+        release = (
+            Version.parse(args.root_shard_flag_removed_in)
+            if args.root_shard_flag_removed_in
+            else deprecating_release_from_env()
+        )
+    except InvalidVersionError as exc:
+        print(f"migrate-values: --root-shard-flag-removed-in: {exc}", file=err)
+        return EXIT_ERROR
+    if args.from_shard_chart:
+        if args.paths:
+            print("migrate-values: --from-shard-chart takes no other PATH", file=err)
+            return EXIT_ERROR
+        return convert_shard_chart(args, release)
+    if not args.paths:
+        print("migrate-values: give at least one PATH (or '-' for stdin)", file=err)
+        return EXIT_ERROR
+    status = EXIT_OK
+    for path in args.paths:
+        status = max(status, migrate_one(path, args, release))
+    return status
+
+
+def _out() -> BinaryIO:
+    return sys.stdout.buffer
+
+
+def _read(path: str) -> str:
+    data = sys.stdin.buffer.read() if path == STDIN else _read_bytes(path)
+    return data.decode("utf-8")
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _report(name: str, kind: str, findings: Iterable[migrate.Finding]) -> None:
+    for f in findings:
+        where = f"{name}:{f.line}: {f.path}" if f.line else name
+        print(f"{where}: {kind}{f.message}", file=sys.stderr)
+
+
+def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
+    """Migrate one file; returns its exit status."""
+    name = "<stdin>" if path == STDIN else path
+    try:
+        text = _read(path)
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{name}: error: cannot read: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    result = migrate.migrate_text(text, deprecating_release=release, prune_mounts=args.prune_mounts)
+    _report(name, "", result.changes)
+    _report(name, "no longer needed: ", result.unneeded)
+    _report(name, "warning: ", result.warnings)
+    _report(name, "error: ", result.errors)
+    if result.errors:
+        return EXIT_ERROR
+    if args.diff and result.changed:
+        _out().write(_diff(name, result.original, result.text).encode("utf-8"))
+    if args.check:
+        return EXIT_WOULD_CHANGE if result.changed else EXIT_OK
+    if args.in_place and path != STDIN:
+        if result.changed:
+            try:
+                write_atomically(path, result.text.encode("utf-8"))
+            except OSError as exc:
+                print(f"{name}: error: cannot write: {exc}", file=sys.stderr)
+                return EXIT_ERROR
+    elif not args.diff:
+        _out().write(result.text.encode("utf-8"))
+    return EXIT_OK
+
+
+def _diff(name: str, old: str, new: str) -> str:
+    lines = difflib.unified_diff(
+        old.splitlines(keepends=True),
+        new.splitlines(keepends=True),
+        fromfile=name,
+        tofile=name,
+    )
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def write_atomically(path: str, data: bytes) -> None:
+    """Replace ``path`` (following symlinks) via a temporary file, keeping its mode."""
+    target = os.path.realpath(path)
+    try:
+        mode: int | None = os.stat(target).st_mode & 0o7777
+    except FileNotFoundError:
+        mode = None
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(target), prefix=".migrate-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644 & ~_umask() if mode is None else mode)
+        os.replace(tmp, target)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def convert_shard_chart(args: argparse.Namespace, release: Version) -> int:
+    """``--from-shard-chart``: values of the deprecated chart -> Shard manifest."""
+    name = "<stdin>" if args.from_shard_chart == STDIN else args.from_shard_chart
+    try:
+        values = YAML(typ="safe", pure=True).load(_read(args.from_shard_chart)) or {}
+    except (OSError, UnicodeDecodeError) as exc:
+        print(f"{name}: error: cannot read: {exc}", file=sys.stderr)
+        return EXIT_ERROR
+    except YAMLError as exc:
+        print(f"{name}: error: invalid YAML: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_ERROR
+    if not isinstance(values, dict):
+        print(f"{name}: error: values must be a mapping", file=sys.stderr)
+        return EXIT_ERROR
+    conversion = shardchart.convert(
+        values, deprecating_release=release, name=args.name, version=args.kcp_version
+    )
+    for note in conversion.notes:
+        print(f"{name}: note: {note}", file=sys.stderr)
+    for setting in conversion.unmapped:
+        print(f"{name}: not carried over: {setting}", file=sys.stderr)
+    for error in conversion.errors:
+        print(f"{name}: error: {error}", file=sys.stderr)
+    if conversion.manifest is None:
+        return EXIT_ERROR
+    text = render_manifest(conversion.manifest, source=name)
+    if args.output:
+        try:
+            write_atomically(args.output, text.encode("utf-8"))
+        except OSError as exc:
+            print(f"{args.output}: error: cannot write: {exc}", file=sys.stderr)
+            return EXIT_ERROR
+    else:
+        _out().write(text.encode("utf-8"))
+    return EXIT_OK
+
+
+def render_manifest(manifest: dict[str, Any], source: str) -> str:
+    yaml = YAML()
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    buffer = io.StringIO()
+    yaml.dump(manifest, buffer)
+    header = f"# Converted from {source} (deprecated kcp 'shard' chart) by migrate-values.\n"
+    return header + buffer.getvalue()
