@@ -12,7 +12,6 @@ import io
 import os
 import sys
 import tempfile
-from collections.abc import Iterable
 from typing import Any, BinaryIO, TextIO
 
 from ruamel.yaml import YAML
@@ -118,10 +117,19 @@ def _read_bytes(path: str) -> bytes:
         return handle.read()
 
 
-def _report(name: str, kind: str, findings: Iterable[migrate.Finding]) -> None:
-    for f in findings:
-        where = f"{name}:{f.line}: {f.path}" if f.line else name
-        print(f"{where}: {kind}{f.message}", file=sys.stderr)
+def report_lines(name: str, result: migrate.MigrationResult) -> list[str]:
+    """Standard-error lines for one file: ``FILE:LINE: PATH: what``."""
+    lines = []
+    for kind, findings in (
+        ("", result.changes),
+        ("no longer needed: ", result.unneeded),
+        ("warning: ", result.warnings),
+        ("error: ", result.errors),
+    ):
+        for f in findings:
+            where = f"{name}:{f.line}: {f.path}" if f.line else name
+            lines.append(f"{where}: {kind}{f.message}")
+    return lines
 
 
 def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
@@ -133,10 +141,8 @@ def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
         print(f"{name}: error: cannot read: {exc}", file=sys.stderr)
         return EXIT_ERROR
     result = migrate.migrate_text(text, deprecating_release=release, prune_mounts=args.prune_mounts)
-    _report(name, "", result.changes)
-    _report(name, "no longer needed: ", result.unneeded)
-    _report(name, "warning: ", result.warnings)
-    _report(name, "error: ", result.errors)
+    for line in report_lines(name, result):
+        print(line, file=sys.stderr)
     if result.errors:
         return EXIT_ERROR
     if args.diff and result.changed:

@@ -114,9 +114,9 @@ FLAG_GATES: tuple[FlagGate, ...] = (
     ),
     FlagGate(
         flag=CACHE_KUBECONFIG_FLAG,
-        roles=frozenset({Role.NON_ROOT}),
+        roles=frozenset({Role.ROOT, Role.NON_ROOT}),
         since=MINIMUM_KCP_VERSION,
-        why="required on non-root shards since kcp 0.31",
+        why="required on non-root shards since kcp 0.31; optional on a root shard",
     ),
 )
 
@@ -134,9 +134,7 @@ def gate_for(flag: str) -> FlagGate:
     raise KeyError(flag)
 
 
-def flag_applies(
-    flag: str, version: Version, role: Role, deprecating_release: Version
-) -> bool:
+def flag_applies(flag: str, version: Version, role: Role, deprecating_release: Version) -> bool:
     """Whether ``flag`` belongs on a shard of ``role`` running kcp ``version``."""
     gate = gate_for(flag)
     since = _resolve(gate.since, deprecating_release)

@@ -1,0 +1,103 @@
+"""``kcp-shard-operator run``: start the kopf operator."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Any
+
+import kopf
+
+from kcp_shard_operator import handlers
+from kcp_shard_operator.cmd_render import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.kube import Kube, load_api_client
+
+CLEANUP_ENV = "KCP_SHARD_IDENTITY_CACHE_CLEANUP"
+LOG_LEVEL_ENV = "KCP_SHARD_LOG_LEVEL"
+LOG_FORMAT_ENV = "KCP_SHARD_LOG_FORMAT"
+LOG_FORMATS = {
+    "text": kopf.LogFormat.PLAIN,
+    "full": kopf.LogFormat.FULL,
+    "json": kopf.LogFormat.JSON,
+}
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip().lower()
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off"):
+        return False
+    raise SystemExit(f"error: {name}={value!r} is not a boolean (true/false)")
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "run",
+        help="run the operator",
+        description="Reconcile Shards into kcp Deployments until stopped.",
+    )
+    scope = parser.add_mutually_exclusive_group()
+    scope.add_argument(
+        "-n", "--namespace", action="append", default=[], help="watch this namespace (repeatable)"
+    )
+    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
+    parser.add_argument("--liveness-port", type=int, default=8080, help="port of /healthz")
+    peering = parser.add_mutually_exclusive_group()
+    peering.add_argument(
+        "--standalone", action="store_true", help="do not coordinate with other replicas"
+    )
+    peering.add_argument(
+        "--peering", default="kcp-shard-operator", help="kopf peering name for several replicas"
+    )
+    parser.add_argument(
+        "--identity-cache-cleanup",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help=f"delete the stale apiexport-identity-cache ConfigMap (default: ${CLEANUP_ENV} or on)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get(LOG_LEVEL_ENV, "info"),
+        choices=["debug", "info", "warning", "error"],
+    )
+    parser.add_argument(
+        "--log-format", default=os.environ.get(LOG_FORMAT_ENV, "text"), choices=sorted(LOG_FORMATS)
+    )
+    add_deprecating_release_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    cleanup: bool | None = args.identity_cache_cleanup
+    settings = handlers.Settings(
+        deprecating_release=deprecating_release(args),
+        identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
+    )
+    kopf.configure(
+        debug=args.log_level == "debug",
+        verbose=args.log_level in ("debug", "info"),
+        quiet=args.log_level == "error",
+        log_format=LOG_FORMATS[args.log_format],
+    )
+    logging.getLogger("kcp_shard_operator").info(
+        "starting: deprecating kcp release %s, identity-cache cleanup %s",
+        settings.deprecating_release,
+        "on" if settings.identity_cache_cleanup else "off",
+    )
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry)
+    context = handlers.Context(settings=settings, kube=Kube(load_api_client()))
+    kopf.run(
+        registry=registry,
+        standalone=args.standalone,
+        peering_name=None if args.standalone else args.peering,
+        clusterwide=args.all_namespaces or not args.namespace,
+        namespaces=args.namespace,
+        liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz",
+        memo=kopf.Memo(context=context),
+    )
+    return 0

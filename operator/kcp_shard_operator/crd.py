@@ -1,0 +1,107 @@
+"""The Shard CustomResourceDefinition, generated from the spec model."""
+
+from __future__ import annotations
+
+from kcp_shard_operator import API_GROUP, API_VERSION
+from kcp_shard_operator.model import JSON, object_schema
+from kcp_shard_operator.spec import SPEC_RULES, ShardSpec
+
+PLURAL = "shards"
+KIND = "Shard"
+CRD_FILE = f"{API_GROUP}_{PLURAL}.yaml"
+
+
+def _condition_schema() -> JSON:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": text,
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": text,
+            "message": text,
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+        },
+    }
+
+
+def status_schema() -> JSON:
+    return {
+        "type": "object",
+        "description": "Observed state of the shard, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version that is fully rolled out on every replica.",
+            },
+            "phase": {"type": "string"},
+            "readyReplicas": {"type": "integer"},
+            "conditions": {
+                "type": "array",
+                "items": _condition_schema(),
+                "x-kubernetes-list-type": "map",
+                "x-kubernetes-list-map-keys": ["type"],
+            },
+        },
+    }
+
+
+def shard_crd() -> JSON:
+    spec_schema = object_schema(ShardSpec)
+    spec_schema["x-kubernetes-validations"] = [rule.as_schema() for rule in SPEC_RULES]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{PLURAL}.{API_GROUP}",
+            "labels": {"app.kubernetes.io/name": "kcp-shard-operator"},
+        },
+        "spec": {
+            "group": API_GROUP,
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": "shard",
+                "categories": ["kcp"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        {"name": "Root", "type": "string", "jsonPath": ".spec.rootShardRef.name"},
+                        {"name": "Desired", "type": "string", "jsonPath": ".spec.version"},
+                        {"name": "Running", "type": "string", "jsonPath": ".status.version"},
+                        {
+                            "name": "Ready",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                        },
+                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A kcp shard run by kcp-shard-operator.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema(),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }

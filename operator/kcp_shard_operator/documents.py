@@ -1,0 +1,69 @@
+"""Reading Shard objects out of multi-document YAML (pure)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from kcp_shard_operator import API_GROUP, API_VERSION
+from kcp_shard_operator.model import SpecError
+from kcp_shard_operator.spec import Shard, parse_shard
+from kcp_shard_operator.versions import Version
+
+SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
+
+
+@dataclass(frozen=True)
+class ShardProblem:
+    """A Shard document that could not be used, with a one-line reason."""
+
+    label: str
+    problem: str
+
+    def __str__(self) -> str:
+        return f"Shard {self.label}: {self.problem}"
+
+
+def _label(doc: Any) -> str:
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not isinstance(meta, dict):
+        return "<unnamed>"
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name') or '<unnamed>'}"
+
+
+def is_shard(doc: Any) -> bool:
+    return (
+        isinstance(doc, dict)
+        and doc.get("kind") == "Shard"
+        and doc.get("apiVersion") == SHARD_API_VERSION
+    )
+
+
+def load_shards(
+    texts: Iterable[str], deprecating_release: Version
+) -> tuple[list[Shard], list[ShardProblem]]:
+    """Every Shard in ``texts`` (other kinds are ignored), and the invalid ones."""
+    shards: list[Shard] = []
+    problems: list[ShardProblem] = []
+    for text in texts:
+        for doc in yaml.safe_load_all(text):
+            if not is_shard(doc):
+                continue
+            try:
+                shards.append(parse_shard(doc, deprecating_release))
+            except SpecError as err:
+                problems.append(ShardProblem(_label(doc), str(err)))
+    return shards, problems
+
+
+def root_of(shard: Shard, shards: Iterable[Shard]) -> Shard | None:
+    ref = shard.spec.root_shard_ref
+    if ref is None:
+        return None
+    for candidate in shards:
+        if candidate.name == ref.name and candidate.namespace == shard.namespace:
+            return candidate
+    return None

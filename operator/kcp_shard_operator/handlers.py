@@ -1,0 +1,218 @@
+"""kopf handlers: read, call the core, write. No decisions are made here."""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import kopf
+
+from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
+from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
+from kcp_shard_operator.model import JSON, SpecError
+from kcp_shard_operator.reconcile import plan
+from kcp_shard_operator.render import child_name
+from kcp_shard_operator.spec import Shard, parse_shard
+from kcp_shard_operator.status import Observation, events_between, invalid_status, shard_status
+from kcp_shard_operator.versions import Version
+
+CHILD_KINDS = (
+    ("v1", "Service"),
+    ("apps/v1", "Deployment"),
+    ("policy/v1", "PodDisruptionBudget"),
+)
+RESYNC_SECONDS = 30.0
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+@dataclass
+class Settings:
+    """Operator settings, fixed at start-up."""
+
+    deprecating_release: Version
+    identity_cache_cleanup: bool = True
+
+
+@dataclass
+class Context:
+    """What every handler needs: settings, API access and per-Shard locks."""
+
+    settings: Settings
+    kube: Kube
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+
+    @contextmanager
+    def lock(self, namespace: str, name: str) -> Iterator[None]:
+        """Serialise passes over one Shard coming from different watch streams."""
+        with self._guard:
+            lock = self._locks.setdefault(f"{namespace}/{name}", threading.Lock())
+        with lock:
+            yield
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _get_shard(ctx: Context, namespace: str, name: str) -> JSON | None:
+    return ctx.kube.get(SHARD_API_VERSION, "Shard", namespace, name)
+
+
+def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
+    before = obj.get("status")
+    if before == status:
+        return
+    meta = obj["metadata"]
+    ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status)
+    for event in events_between(before, status):
+        kopf.event(
+            cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message
+        )
+
+
+def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+    """One level-triggered pass over a Shard: children first, then status."""
+    with ctx.lock(namespace, name):
+        obj = _get_shard(ctx, namespace, name)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            return
+        release = ctx.settings.deprecating_release
+        generation = int(obj["metadata"].get("generation", 0))
+        try:
+            shard = parse_shard(obj, release)
+        except SpecError as err:
+            _write_status(ctx, obj, invalid_status(obj.get("status"), generation, str(err), _now()))
+            return
+        root = _root_of(ctx, shard)
+        observed = {
+            kind: ctx.kube.get(api, kind, namespace, child_name(shard)) for api, kind in CHILD_KINDS
+        }
+        decision = plan(shard, root, observed, release)
+        for child in decision.apply:
+            existed = observed.get(child["kind"]) is not None
+            applied = ctx.kube.apply(child)
+            observed[child["kind"]] = applied
+            logger.info("applied %s %s", child["kind"], child["metadata"]["name"])
+            if existed:
+                kopf.event(
+                    cast(kopf.Body, obj),
+                    type="Normal",
+                    reason="Updated",
+                    message=f"{child['kind']} {child['metadata']['name']} brought back to the "
+                    "rendered state",
+                )
+        if decision.delete_pdb:
+            ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
+        seen = Observation(
+            deployment=observed.get("Deployment"),
+            error=decision.error,
+            error_reason=decision.error_reason,
+            waiting=decision.waiting,
+            dropped_args=decision.dropped_args,
+            unused_refs=decision.unused_refs,
+        )
+        _write_status(ctx, obj, shard_status(shard, seen, _now()))
+
+
+def _root_of(ctx: Context, shard: Shard) -> Shard | None:
+    ref = shard.spec.root_shard_ref
+    if ref is None:
+        return None
+    obj = _get_shard(ctx, shard.namespace, ref.name)
+    if obj is None:
+        return None
+    try:
+        return parse_shard(obj, ctx.settings.deprecating_release)
+    except SpecError:
+        return None
+
+
+def _dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
+    return [
+        item["metadata"]["name"]
+        for item in ctx.kube.list(SHARD_API_VERSION, "Shard", namespace)
+        if ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
+    ]
+
+
+def _context(memo: Any) -> Context:
+    ctx = memo.context
+    assert isinstance(ctx, Context)
+    return ctx
+
+
+def on_shard_event(
+    *,
+    type: str,
+    spec: kopf.Spec,
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    if type == "DELETED" or namespace is None:
+        return
+    ctx = _context(memo)
+    reconcile(ctx, namespace, name, logger)
+    if not spec.get("rootShardRef"):
+        for dependent in _dependents(ctx, namespace, name):
+            reconcile(ctx, namespace, dependent, logger)
+
+
+def on_shard_timer(
+    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
+) -> None:
+    if namespace is not None:
+        reconcile(_context(memo), namespace, name, logger)
+
+
+def on_child_event(
+    *, namespace: str | None, meta: kopf.Meta, memo: Any, logger: Logger, **_: Any
+) -> None:
+    if namespace is None:
+        return
+    for owner in meta.get("ownerReferences") or []:
+        if owner.get("kind") == "Shard" and owner.get("apiVersion") == SHARD_API_VERSION:
+            reconcile(_context(memo), namespace, owner["name"], logger)
+
+
+def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+    settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
+    settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
+        prefix=API_GROUP, key="last-handled-configuration"
+    )
+    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
+    settings.posting.level = logging.INFO
+    settings.watching.server_timeout = 300
+    settings.networking.error_backoffs = [1, 2, 5, 10, 30]
+
+
+def register(registry: kopf.OperatorRegistry) -> None:
+    """Attach the handlers to ``registry``."""
+    shards = kopf.on.event(API_GROUP, API_VERSION, "shards", registry=registry)
+    shards(on_shard_event)
+    timer = kopf.timer(
+        API_GROUP,
+        API_VERSION,
+        "shards",
+        interval=RESYNC_SECONDS,
+        initial_delay=RESYNC_SECONDS,
+        registry=registry,
+    )
+    timer(on_shard_timer)
+    managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
+    for group_version, plural in (
+        ("apps/v1", "deployments"),
+        ("v1", "services"),
+        ("policy/v1", "poddisruptionbudgets"),
+    ):
+        watch = kopf.on.event(group_version, plural, labels=managed, registry=registry)
+        watch(on_child_event)
+    kopf.on.startup(registry=registry)(configure)

@@ -1,0 +1,426 @@
+"""The stale ``apiexport-identity-cache`` ConfigMap: when to delete it, and where it is (pure).
+
+Nothing here does I/O. :mod:`kcp_shard_operator.shardclient` performs the HTTP calls and
+hands each response to the ``interpret_*`` functions below, which decide what it means.
+
+Before the deprecating release, non-root kcp shards ran the ``identitycache`` controller,
+which kept the ConfigMap ``default/apiexport-identity-cache`` in their ``system:shard``
+logical cluster. From that release on nothing reads or deletes it. It may only be deleted
+once the shard's rollout to such a version is complete: an old pod still reads it, and a
+rollback to an old version recreates it (so a rollback resets the condition).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import PurePosixPath
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from kcp_shard_operator.model import JSON
+from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED, Condition, condition
+from kcp_shard_operator.versions import Version
+
+CONFIGMAP_NAME = "apiexport-identity-cache"
+CONFIGMAP_NAMESPACE = "default"
+SYSTEM_SHARD_CLUSTER = "system:shard"
+ROOT_CLUSTER = "root"
+PRIVILEGED_GROUP = "system:masters"
+SHARD_BASE_CONTEXT = "shard-base"
+ROOT_TYPE_ANNOTATION = "internal.tenancy.kcp.io/type"
+
+
+class KubeconfigError(ValueError):
+    """A kubeconfig that does not name a usable server and credentials."""
+
+
+# ---------------------------------------------------------------------------
+# Which shards, when
+
+
+class Action(Enum):
+    CLEAN = "Clean"
+    SKIP = "Skip"
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do with one Shard; ``condition`` None means: leave the condition as it is."""
+
+    action: Action
+    reason: str
+    message: str
+    condition: Condition | None = None
+
+
+def _parse(version: object) -> Version | None:
+    if not isinstance(version, str) or not version:
+        return None
+    try:
+        return Version.parse(version)
+    except ValueError:
+        return None
+
+
+def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) -> Decision:
+    """Whether the operator should clean ``shard`` now, and the condition to record otherwise.
+
+    Cleans only a non-root shard whose completed rollout (``status.version`` equal to
+    ``spec.version``) runs the deprecating release or later, has admin credentials, and is
+    not already recorded as cleaned. A shard that is or will be on an older version while
+    recorded as cleaned gets the condition reset: the old controller writes the ConfigMap again.
+    """
+    if not enabled:
+        return Decision(Action.SKIP, "Disabled", "identity-cache cleanup is switched off")
+    if shard.spec.is_root:
+        return Decision(Action.SKIP, "RootShard", "a root shard never has the ConfigMap")
+    status: JSON = shard.status or {}
+    running = _parse(status.get("version"))
+    target = _parse(shard.spec.version)
+    previous = condition(status, IDENTITY_CACHE_CLEANED) or {}
+    cleaned = previous.get("status") == "True"
+    old = [v for v in (running, target) if v is not None and v < deprecating_release]
+    if old:
+        message = (
+            f"kcp {min(old)} runs the identitycache controller, which keeps the ConfigMap; "
+            f"it is deleted after the rollout to kcp >= {deprecating_release} completes"
+        )
+        reset = Condition(IDENTITY_CACHE_CLEANED, False, "OlderVersion", message)
+        return Decision(Action.SKIP, "OlderVersion", message, reset if cleaned else None)
+    if running is None or running != target:
+        return Decision(
+            Action.SKIP,
+            "RolloutInProgress",
+            f"waiting for the rollout to kcp {shard.spec.version} to complete",
+        )
+    if cleaned:
+        return Decision(Action.SKIP, "AlreadyCleaned", str(previous.get("message", "")))
+    if shard.spec.admin_kubeconfig_secret_ref is None:
+        message = (
+            "set spec.adminKubeconfigSecretRef to a kubeconfig of group "
+            f"{PRIVILEGED_GROUP} on this shard to delete the stale ConfigMap {CONFIGMAP_NAME}"
+        )
+        return Decision(
+            Action.SKIP,
+            "NoAdminKubeconfig",
+            message,
+            Condition(IDENTITY_CACHE_CLEANED, False, "NoAdminKubeconfig", message),
+        )
+    return Decision(Action.CLEAN, "Upgraded", f"kcp {running} no longer uses the ConfigMap")
+
+
+# ---------------------------------------------------------------------------
+# Kubeconfig and URLs
+
+
+@dataclass(frozen=True)
+class ShardTarget:
+    """Where and as whom to reach a shard. Secret material stays in memory only."""
+
+    base_url: str
+    context: str
+    ca_pem: bytes | None = None
+    ca_file: str | None = None
+    insecure: bool = False
+    tls_server_name: str | None = None
+    client_cert_pem: bytes | None = None
+    client_key_pem: bytes | None = None
+    client_cert_file: str | None = None
+    client_key_file: str | None = None
+    token: str | None = None
+    token_file: str | None = None
+
+    def __repr__(self) -> str:
+        return f"ShardTarget(base_url={self.base_url!r}, context={self.context!r})"
+
+
+def base_url(server: str) -> str:
+    """The shard's base URL: ``server`` without a ``/clusters/...`` suffix or trailing slash."""
+    parts = urlsplit(server.strip())
+    if parts.scheme not in ("https", "http") or not parts.netloc:
+        raise KubeconfigError(f"server {server!r} is not an http(s) URL")
+    path = parts.path
+    marker = path.find("/clusters/")
+    if marker >= 0:
+        path = path[:marker]
+    elif path.endswith("/clusters"):
+        path = path[: -len("/clusters")]
+    return urlunsplit((parts.scheme, parts.netloc, path.rstrip("/"), "", ""))
+
+
+def cluster_path(base: str, cluster: str, api_path: str) -> str:
+    return f"{base}/clusters/{quote(cluster, safe=':')}{api_path}"
+
+
+def configmap_url(base: str) -> str:
+    """URL of the ConfigMap in the shard's own ``system:shard`` logical cluster."""
+    return cluster_path(
+        base,
+        SYSTEM_SHARD_CLUSTER,
+        f"/api/v1/namespaces/{CONFIGMAP_NAMESPACE}/configmaps/{CONFIGMAP_NAME}",
+    )
+
+
+def root_logicalcluster_url(base: str) -> str:
+    """URL of the ``root`` logical cluster's LogicalCluster object (served by the root shard)."""
+    return cluster_path(base, ROOT_CLUSTER, "/apis/core.kcp.io/v1alpha1/logicalclusters/cluster")
+
+
+def pick_context(kubeconfig: JSON, requested: str | None) -> str:
+    """``requested`` if given, else ``shard-base`` when present, else the current context."""
+    names = [str(c.get("name")) for c in kubeconfig.get("contexts") or []]
+    if requested:
+        if requested not in names:
+            raise KubeconfigError(f"context {requested!r} not found (have: {', '.join(names)})")
+        return requested
+    if SHARD_BASE_CONTEXT in names:
+        return SHARD_BASE_CONTEXT
+    current = kubeconfig.get("current-context")
+    if not current:
+        raise KubeconfigError(
+            f"no context given, no {SHARD_BASE_CONTEXT!r} context and no current-context"
+        )
+    if current not in names:
+        raise KubeconfigError(f"current-context {current!r} not found")
+    return str(current)
+
+
+def _named(kubeconfig: JSON, kind: str, name: str) -> dict[str, Any]:
+    singular = kind[:-1] if kind != "users" else "user"
+    for item in kubeconfig.get(kind) or []:
+        if item.get("name") == name:
+            value = item.get(singular) or {}
+            if not isinstance(value, dict):
+                raise KubeconfigError(f"{singular} {name!r} is not a mapping")
+            return value
+    raise KubeconfigError(f"{singular} {name!r} not found")
+
+
+def _decode(value: object, what: str) -> bytes:
+    try:
+        return base64.b64decode(str(value), validate=True)
+    except (binascii.Error, ValueError) as err:
+        raise KubeconfigError(f"{what} is not valid base64") from err
+
+
+def _path(value: object, base_dir: PurePosixPath | None) -> str:
+    path = PurePosixPath(str(value))
+    if not path.is_absolute():
+        if base_dir is None:
+            raise KubeconfigError(f"relative path {str(path)!r} in a kubeconfig without a file")
+        path = base_dir / path
+    return str(path)
+
+
+def target_from_kubeconfig(
+    kubeconfig: JSON, context: str | None = None, base_dir: PurePosixPath | None = None
+) -> ShardTarget:
+    """The shard endpoint and credentials of the picked context (see :func:`pick_context`).
+
+    Relative file paths resolve against ``base_dir`` (the kubeconfig's folder). exec and
+    auth-provider users are not supported: the cleanup needs static shard credentials.
+    """
+    if not isinstance(kubeconfig, dict):
+        raise KubeconfigError("not a kubeconfig mapping")
+    name = pick_context(kubeconfig, context)
+    ctx = _named(kubeconfig, "contexts", name)
+    cluster = _named(kubeconfig, "clusters", str(ctx.get("cluster", "")))
+    user = _named(kubeconfig, "users", str(ctx.get("user", ""))) if ctx.get("user") else {}
+    if "exec" in user or "auth-provider" in user:
+        raise KubeconfigError(f"context {name!r}: exec/auth-provider users are not supported")
+    if not cluster.get("server"):
+        raise KubeconfigError(f"context {name!r}: cluster has no server")
+
+    def data(key: str) -> bytes | None:
+        source = user if key.startswith("client") else cluster
+        value = source.get(f"{key}-data")
+        return _decode(value, f"{key}-data") if value else None
+
+    def file(key: str, source: dict[str, Any]) -> str | None:
+        value = source.get(key)
+        return _path(value, base_dir) if value else None
+
+    target = ShardTarget(
+        base_url=base_url(str(cluster["server"])),
+        context=name,
+        ca_pem=data("certificate-authority"),
+        ca_file=file("certificate-authority", cluster),
+        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
+        tls_server_name=cluster.get("tls-server-name") or None,
+        client_cert_pem=data("client-certificate"),
+        client_key_pem=data("client-key"),
+        client_cert_file=file("client-certificate", user),
+        client_key_file=file("client-key", user),
+        token=user.get("token") or None,
+        token_file=file("tokenFile", user),
+    )
+    has_cert = bool(target.client_cert_pem or target.client_cert_file)
+    has_key = bool(target.client_key_pem or target.client_key_file)
+    if has_cert != has_key:
+        raise KubeconfigError(f"context {name!r}: a client certificate needs its key")
+    return target
+
+
+# ---------------------------------------------------------------------------
+# Outcomes and what each HTTP response means
+
+
+class Result(Enum):
+    DELETED = "Deleted"
+    NOT_PRESENT = "NotPresent"
+    WOULD_DELETE = "WouldDelete"
+    SHARD_UNREACHABLE = "ShardUnreachable"
+    FORBIDDEN = "Forbidden"
+    ROOT_SHARD = "RootShard"
+    CONFLICT = "Conflict"
+    FAILED = "Failed"
+
+
+SUCCESS = frozenset({Result.DELETED, Result.NOT_PRESENT, Result.WOULD_DELETE})
+RETRYABLE = frozenset({Result.SHARD_UNREACHABLE, Result.CONFLICT, Result.FAILED})
+
+
+@dataclass(frozen=True)
+class Found:
+    """The ConfigMap as read before deleting it."""
+
+    uid: str
+    resource_version: str
+    keys: tuple[str, ...]
+
+    def describe(self) -> str:
+        keys = ", ".join(self.keys) or "no keys"
+        return (
+            f"ConfigMap {CONFIGMAP_NAMESPACE}/{CONFIGMAP_NAME} in {SYSTEM_SHARD_CLUSTER} "
+            f"(uid {self.uid}, resourceVersion {self.resource_version}; {keys})"
+        )
+
+
+@dataclass(frozen=True)
+class Outcome:
+    result: Result
+    message: str
+    found: Found | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.result in SUCCESS
+
+    @property
+    def retry(self) -> bool:
+        return self.result in RETRYABLE
+
+
+@dataclass(frozen=True)
+class Response:
+    """An HTTP answer as the shell saw it: status code and parsed JSON body (or None)."""
+
+    status: int
+    body: JSON | None = None
+
+
+def _server_message(response: Response) -> str:
+    body = response.body or {}
+    return str(body.get("message") or body.get("reason") or f"HTTP {response.status}")
+
+
+def forbidden(base: str, response: Response) -> Outcome:
+    return Outcome(
+        Result.FORBIDDEN,
+        f"{base} refused the credentials ({response.status}: {_server_message(response)}); "
+        f"deleting {CONFIGMAP_NAME} in {SYSTEM_SHARD_CLUSTER} needs an identity in group "
+        f"{PRIVILEGED_GROUP} on that shard (the shard-admin user of its admin.kubeconfig, "
+        f"context {SHARD_BASE_CONTEXT}, or a client certificate with O={PRIVILEGED_GROUP} "
+        "signed by its --client-ca-file)",
+    )
+
+
+def _unexpected(base: str, what: str, response: Response) -> Outcome:
+    if response.status in (401, 403):
+        return forbidden(base, response)
+    return Outcome(
+        Result.FAILED, f"{what} on {base}: HTTP {response.status}: {_server_message(response)}"
+    )
+
+
+def interpret_root_probe(base: str, response: Response) -> Outcome | None:
+    """None if the shard at ``base`` is not a root shard, else the outcome to stop with.
+
+    Only the root shard stores the ``root`` logical cluster: kcp bootstraps its LogicalCluster
+    ``cluster`` (type ``root:root``) on the shard named ``root`` alone. On any other shard
+    the object is not found.
+    """
+    if response.status == 404:
+        return None
+    if response.status == 200:
+        kind = ((response.body or {}).get("metadata", {}).get("annotations") or {}).get(
+            ROOT_TYPE_ANNOTATION, "unknown"
+        )
+        return Outcome(
+            Result.ROOT_SHARD,
+            f"{base} is a root shard (it serves logical cluster {ROOT_CLUSTER}, type {kind}); "
+            f"root shards never have {CONFIGMAP_NAME}: refusing to touch it",
+        )
+    return _unexpected(base, "checking for a root shard", response)
+
+
+def interpret_get(base: str, response: Response) -> Found | Outcome:
+    """The ConfigMap found by a GET, or the final outcome when there is nothing to delete."""
+    if response.status == 404:
+        return Outcome(
+            Result.NOT_PRESENT, f"no {CONFIGMAP_NAME} in {SYSTEM_SHARD_CLUSTER} on {base}"
+        )
+    if response.status != 200 or not response.body:
+        return _unexpected(base, f"reading {CONFIGMAP_NAME}", response)
+    meta = response.body.get("metadata") or {}
+    data = response.body.get("data") or {}
+    return Found(
+        uid=str(meta.get("uid", "")),
+        resource_version=str(meta.get("resourceVersion", "")),
+        keys=tuple(sorted(str(k) for k in data)),
+    )
+
+
+def delete_options(found: Found) -> JSON:
+    """DeleteOptions that only delete the exact object that was read."""
+    return {
+        "kind": "DeleteOptions",
+        "apiVersion": "v1",
+        "preconditions": {"uid": found.uid, "resourceVersion": found.resource_version},
+    }
+
+
+def interpret_delete(base: str, found: Found, response: Response) -> Outcome:
+    if response.status in (200, 202):
+        return Outcome(Result.DELETED, f"deleted {found.describe()} on {base}", found)
+    if response.status == 404:
+        return Outcome(
+            Result.NOT_PRESENT, f"{CONFIGMAP_NAME} was deleted by someone else on {base}", found
+        )
+    if response.status == 409:
+        return Outcome(
+            Result.CONFLICT,
+            f"{CONFIGMAP_NAME} changed after it was read on {base} "
+            f"({_server_message(response)}); will read it again",
+            found,
+        )
+    return _unexpected(base, f"deleting {CONFIGMAP_NAME}", response)
+
+
+def would_delete(base: str, found: Found) -> Outcome:
+    return Outcome(
+        Result.WOULD_DELETE, f"dry run: would delete {found.describe()} on {base}", found
+    )
+
+
+def unreachable(base: str, reason: str) -> Outcome:
+    return Outcome(Result.SHARD_UNREACHABLE, f"cannot reach {base}: {reason}")
+
+
+def cleaned_condition(outcome: Outcome) -> Condition:
+    """``IdentityCacheCleaned`` for an operator pass that ended with ``outcome``."""
+    return Condition(IDENTITY_CACHE_CLEANED, outcome.ok, outcome.result.value, outcome.message)

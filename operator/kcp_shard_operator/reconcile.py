@@ -1,0 +1,96 @@
+"""What one reconcile pass should do (pure): apply, wait, or report an error."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcp_shard_operator.model import JSON, SpecError
+from kcp_shard_operator.render import render_shard
+from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.status import deployed_version
+from kcp_shard_operator.versions import InvalidVersionError, Version
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Objects to bring in line, kinds to remove, and why nothing is applied if so."""
+
+    apply: list[JSON] = field(default_factory=list)
+    delete_pdb: bool = False
+    waiting: str | None = None
+    error: str | None = None
+    error_reason: str = "InvalidSpec"
+    dropped_args: list[str] = field(default_factory=list)
+    unused_refs: list[str] = field(default_factory=list)
+
+
+def root_status_version(root: Shard) -> Version | None:
+    text = (root.status or {}).get("version")
+    try:
+        return Version.parse(text) if text else None
+    except InvalidVersionError:
+        return None
+
+
+def waiting_for_root(shard: Shard, root: Shard, deployment: JSON | None) -> str | None:
+    """Why a non-root shard must not roll to its spec version yet, or None."""
+    if deployed_version(deployment) == shard.spec.version:
+        return None
+    running = root_status_version(root)
+    if running is not None and running >= shard.spec.kcp_version:
+        return None
+    return (
+        f"root shard {root.name} runs kcp {running or '(not rolled out yet)'}; "
+        f"kcp {shard.spec.version} waits until the root shard has rolled out "
+        f"{shard.spec.version} or newer"
+    )
+
+
+def plan(
+    shard: Shard,
+    root: Shard | None,
+    observed: dict[str, JSON | None],
+    deprecating_release: Version,
+) -> Plan:
+    """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None."""
+    if not shard.spec.is_root and root is None:
+        assert shard.spec.root_shard_ref is not None
+        return Plan(
+            error=f"root Shard {shard.spec.root_shard_ref.name!r} not found in {shard.namespace}",
+            error_reason="RootShardNotFound",
+        )
+    try:
+        rendered = render_shard(shard, root, deprecating_release)
+    except SpecError as err:
+        return Plan(error=str(err))
+    deployment = observed.get("Deployment")
+    if root is not None:
+        waiting = waiting_for_root(shard, root, deployment)
+        if waiting:
+            return Plan(waiting=waiting)
+    drifted = [obj for obj in rendered.objects if not contains(observed.get(obj["kind"]), obj)]
+    return Plan(
+        apply=drifted,
+        delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
+        dropped_args=rendered.dropped_args,
+        unused_refs=rendered.unused_refs,
+    )
+
+
+def contains(actual: Any, desired: Any) -> bool:
+    """Whether ``actual`` already holds every value of ``desired``.
+
+    Lists must match item by item; fields only the server sets are ignored.
+    """
+    if isinstance(desired, dict):
+        return isinstance(actual, dict) and all(
+            contains(actual.get(key), value) for key, value in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(actual, list)
+            and len(actual) == len(desired)
+            and all(contains(a, d) for a, d in zip(actual, desired, strict=True))
+        )
+    return bool(actual == desired)

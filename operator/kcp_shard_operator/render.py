@@ -1,0 +1,287 @@
+"""Shard -> Deployment, Service and PodDisruptionBudget (pure).
+
+The operator and ``kcp-shard-operator render`` both call :func:`render_shard`,
+so what a user previews is what the operator applies.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
+from kcp_shard_operator.flags import without_flag
+from kcp_shard_operator.model import JSON, SpecError
+from kcp_shard_operator.spec import LocalObjectRef, SecretKeyRef, Shard
+from kcp_shard_operator.versions import (
+    CACHE_KUBECONFIG_FLAG,
+    ROOT_SHARD_KUBECONFIG_FLAG,
+    Role,
+    Version,
+    flag_applies,
+)
+
+PORT = 6443
+ROOT_DIRECTORY = "/var/lib/kcp"
+VERSION_ANNOTATION = f"{API_GROUP}/kcp-version"
+ROOT_SHARD_LABEL = f"{API_GROUP}/root-shard"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a Shard renders to, and what was dropped on the way."""
+
+    deployment: JSON
+    service: JSON
+    pdb: JSON | None
+    dropped_args: list[str] = field(default_factory=list)
+    unused_refs: list[str] = field(default_factory=list)
+
+    @property
+    def objects(self) -> list[JSON]:
+        return [self.service, self.deployment] + ([self.pdb] if self.pdb else [])
+
+
+def child_name(shard: Shard) -> str:
+    return f"{shard.name}-kcp"
+
+
+def selector_labels(shard: Shard) -> dict[str, str]:
+    return {"app.kubernetes.io/name": "kcp", "app.kubernetes.io/instance": shard.name}
+
+
+def labels(shard: Shard, root_name: str | None) -> dict[str, str]:
+    result = {
+        **selector_labels(shard),
+        "app.kubernetes.io/component": "root-shard" if shard.spec.is_root else "shard",
+        "app.kubernetes.io/part-of": "kcp",
+        "app.kubernetes.io/managed-by": FIELD_MANAGER,
+        "app.kubernetes.io/version": shard.spec.version,
+    }
+    if root_name:
+        result[ROOT_SHARD_LABEL] = root_name
+    return result
+
+
+def service_url(shard: Shard) -> str:
+    return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
+
+
+def _metadata(shard: Shard, root_name: str | None) -> JSON:
+    meta: JSON = {
+        "name": child_name(shard),
+        "namespace": shard.namespace,
+        "labels": labels(shard, root_name),
+    }
+    if shard.uid:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": f"{API_GROUP}/{API_VERSION}",
+                "kind": "Shard",
+                "name": shard.name,
+                "uid": shard.uid,
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ]
+    return meta
+
+
+@dataclass
+class _Pod:
+    """Accumulates flags, volumes and mounts while rendering one pod."""
+
+    args: list[str] = field(default_factory=list)
+    volumes: list[JSON] = field(default_factory=list)
+    mounts: list[JSON] = field(default_factory=list)
+
+    def mount_secret(self, volume: str, secret: str, path: str, items: list[JSON] | None) -> None:
+        source: JSON = {"secretName": secret, "defaultMode": 0o440}
+        if items:
+            source["items"] = items
+        self.volumes.append({"name": volume, "secret": source})
+        self.mounts.append({"name": volume, "mountPath": path, "readOnly": True})
+
+    def kubeconfig(self, volume: str, ref: SecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "kubeconfig"}])
+        return f"{directory}/kubeconfig"
+
+    def secret_dir(self, volume: str, ref: LocalObjectRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, None)
+        return directory
+
+
+def _kcp_flags(
+    shard: Shard, root_name: str | None, deprecating_release: Version
+) -> tuple[_Pod, list[str], list[str]]:
+    spec = shard.spec
+    version = spec.kcp_version
+    role = Role.ROOT if spec.is_root else Role.NON_ROOT
+    pod = _Pod()
+    pod.volumes.append({"name": "data", "emptyDir": {}})
+    pod.mounts.append({"name": "data", "mountPath": ROOT_DIRECTORY})
+    args = pod.args
+    args.append(f"--root-directory={ROOT_DIRECTORY}")
+    if not spec.is_root:
+        args.append(f"--shard-name={shard.name}")
+    args.append(f"--shard-base-url={spec.base_url or service_url(shard)}")
+    if spec.external_url:
+        args.append(f"--shard-external-url={spec.external_url}")
+    args.append(f"--secure-port={PORT}")
+    if spec.etcd.endpoints:
+        args.append(f"--etcd-servers={','.join(spec.etcd.endpoints)}")
+        if spec.etcd.prefix:
+            args.append(f"--etcd-prefix={spec.etcd.prefix}")
+        if spec.etcd.tls_secret_ref:
+            etcd_dir = pod.secret_dir("etcd-tls", spec.etcd.tls_secret_ref, "/etc/kcp/etcd")
+            args += [
+                f"--etcd-cafile={etcd_dir}/ca.crt",
+                f"--etcd-certfile={etcd_dir}/tls.crt",
+                f"--etcd-keyfile={etcd_dir}/tls.key",
+            ]
+    tls = spec.tls
+    if tls.serving_cert_secret_ref:
+        serving = pod.secret_dir(
+            "serving-cert", tls.serving_cert_secret_ref, "/etc/kcp/tls/serving"
+        )
+        args += [f"--tls-cert-file={serving}/tls.crt", f"--tls-private-key-file={serving}/tls.key"]
+    if tls.client_ca_secret_ref:
+        ca_dir = pod.secret_dir("client-ca", tls.client_ca_secret_ref, "/etc/kcp/tls/client-ca")
+        args.append(f"--client-ca-file={ca_dir}/ca.crt")
+    if tls.service_account_key_secret_ref:
+        sa_dir = pod.secret_dir(
+            "service-account-key", tls.service_account_key_secret_ref, "/etc/kcp/tls/sa"
+        )
+        args += [
+            f"--service-account-key-file={sa_dir}/tls.key",
+            f"--service-account-private-key-file={sa_dir}/tls.key",
+        ]
+    cache_ref = spec.cache.kubeconfig_secret_ref
+    if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
+        path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
+        args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")
+    unused: list[str] = []
+    root_ref = spec.root_shard_kubeconfig_secret_ref
+    if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):
+        if root_ref is None:
+            raise SpecError("spec.rootShardKubeconfigSecretRef", f"is required on kcp {version}")
+        path = pod.kubeconfig("root-shard-kubeconfig", root_ref, "/etc/kcp/root-shard")
+        args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
+        extra, dropped = list(spec.extra_args), list[str]()
+    else:
+        if root_ref is not None:
+            unused.append("spec.rootShardKubeconfigSecretRef")
+        extra, dropped = without_flag(spec.extra_args, ROOT_SHARD_KUBECONFIG_FLAG)
+    args += extra
+    return pod, dropped, unused
+
+
+def _deployment(shard: Shard, root_name: str | None, pod: _Pod) -> JSON:
+    spec = shard.spec
+    probe_get = {"port": PORT, "scheme": "HTTPS"}
+    container: JSON = {
+        "name": "kcp",
+        "image": spec.image_ref,
+        "command": ["/kcp", "start"],
+        "args": pod.args,
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": {
+            "httpGet": {**probe_get, "path": "/readyz"},
+            "periodSeconds": 5,
+            "failureThreshold": 60,
+        },
+        "readinessProbe": {"httpGet": {**probe_get, "path": "/readyz"}, "periodSeconds": 5},
+        "livenessProbe": {
+            "httpGet": {**probe_get, "path": "/livez"},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": pod.mounts,
+    }
+    if spec.image.pull_policy:
+        container["imagePullPolicy"] = spec.image.pull_policy
+    if spec.resources:
+        container["resources"] = spec.resources
+    pod_spec: JSON = {
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "fsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": pod.volumes,
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = spec.node_selector
+    if spec.tolerations:
+        pod_spec["tolerations"] = spec.tolerations
+    if spec.affinity:
+        pod_spec["affinity"] = spec.affinity
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(shard, root_name),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(shard)},
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
+            },
+            "template": {
+                "metadata": {
+                    "labels": labels(shard, root_name),
+                    "annotations": {VERSION_ANNOTATION: spec.version},
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def _service(shard: Shard, root_name: str | None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(shard, root_name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(shard),
+            "ports": [{"name": "https", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def _pdb(shard: Shard, root_name: str | None) -> JSON:
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": _metadata(shard, root_name),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": selector_labels(shard)}},
+    }
+
+
+def render_shard(shard: Shard, root: Shard | None, deprecating_release: Version) -> Rendered:
+    """The children of ``shard``; ``root`` is required exactly for non-root shards."""
+    root_name = None
+    if not shard.spec.is_root:
+        assert shard.spec.root_shard_ref is not None
+        root_name = shard.spec.root_shard_ref.name
+        if root is None or root.name != root_name or root.namespace != shard.namespace:
+            raise SpecError("spec.rootShardRef", f"root Shard {root_name!r} not found")
+        if not root.spec.is_root:
+            raise SpecError("spec.rootShardRef", f"Shard {root_name!r} is not a root shard")
+    pod, dropped, unused = _kcp_flags(shard, root_name, deprecating_release)
+    return Rendered(
+        deployment=_deployment(shard, root_name, pod),
+        service=_service(shard, root_name),
+        pdb=_pdb(shard, root_name) if shard.spec.replicas > 1 else None,
+        dropped_args=dropped,
+        unused_refs=unused,
+    )

@@ -1,0 +1,256 @@
+"""The Shard custom resource: typed spec model, defaults and validation.
+
+The CRD schema is generated from these classes (:mod:`kcp_shard_operator.crd`);
+the CEL rules here are the cluster-side twins of :func:`validate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kcp_shard_operator import model
+from kcp_shard_operator.model import JSON, SpecError, field
+from kcp_shard_operator.versions import (
+    MINIMUM_KCP_VERSION,
+    VERSION_PATTERN,
+    InvalidVersionError,
+    Version,
+    ignores_root_shard_flag,
+)
+
+DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
+DEFAULT_REPLICAS = 2
+KUBECONFIG_KEY = "kubeconfig"
+
+
+@dataclass(frozen=True)
+class LocalObjectRef:
+    """A reference to an object in the Shard's namespace."""
+
+    name: str = field("name", "Name of the object.", minLength=1)
+
+
+@dataclass(frozen=True)
+class SecretKeyRef:
+    """A key of a Secret in the Shard's namespace."""
+
+    name: str = field("name", "Name of the Secret.", minLength=1)
+    key: str = field("key", "Key in the Secret.", default=KUBECONFIG_KEY, minLength=1)
+
+
+@dataclass(frozen=True)
+class ImageSpec:
+    """Container image of kcp."""
+
+    repository: str = field("repository", "Image repository.", default=DEFAULT_IMAGE_REPOSITORY)
+    tag: str | None = field("tag", "Image tag; defaults to v<spec.version>.", default=None)
+    pull_policy: str | None = field(
+        "pullPolicy",
+        "Image pull policy.",
+        default=None,
+        enum=["Always", "IfNotPresent", "Never"],
+    )
+
+
+@dataclass(frozen=True)
+class EtcdSpec:
+    """External etcd; without endpoints kcp runs an embedded etcd per pod."""
+
+    endpoints: list[str] = field(
+        "endpoints", "etcd client URLs (--etcd-servers).", default_factory=list
+    )
+    prefix: str | None = field("prefix", "Key prefix (--etcd-prefix).", default=None)
+    tls_secret_ref: LocalObjectRef | None = field(
+        "tlsSecretRef",
+        "Secret with ca.crt, tls.crt and tls.key for etcd client TLS.",
+        default=None,
+    )
+
+
+@dataclass(frozen=True)
+class CacheSpec:
+    """How the shard reaches the cache server."""
+
+    kubeconfig_secret_ref: SecretKeyRef | None = field(
+        "kubeconfigSecretRef",
+        "Kubeconfig of the cache server, passed as --cache-kubeconfig. "
+        "Required on non-root shards.",
+        default=None,
+    )
+
+
+@dataclass(frozen=True)
+class TLSSpec:
+    """Certificates and keys of the shard."""
+
+    serving_cert_secret_ref: LocalObjectRef | None = field(
+        "servingCertSecretRef",
+        "kubernetes.io/tls Secret with the serving certificate (tls.crt, tls.key).",
+        default=None,
+    )
+    client_ca_secret_ref: LocalObjectRef | None = field(
+        "clientCASecretRef", "Secret with the client CA bundle (ca.crt).", default=None
+    )
+    service_account_key_secret_ref: LocalObjectRef | None = field(
+        "serviceAccountKeySecretRef",
+        "Secret with the service-account signing key (tls.key).",
+        default=None,
+    )
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A cross-field rule: CEL for the API server, ``holds`` for offline checks.
+
+    ``holds`` is None for transition rules, which only the API server can check.
+    """
+
+    cel: str
+    message: str
+    holds: Callable[[ShardSpec], bool] | None
+
+    def as_schema(self) -> JSON:
+        return {"rule": self.cel, "message": self.message}
+
+
+@dataclass(frozen=True)
+class ShardSpec:
+    """Desired state of a kcp shard."""
+
+    version: str = field(
+        "version",
+        "kcp version, semver without a leading v (e.g. 0.32.3).",
+        pattern=VERSION_PATTERN,
+    )
+    image: ImageSpec = field("image", "Container image.", default_factory=ImageSpec)
+    replicas: int = field("replicas", "Number of kcp pods.", default=DEFAULT_REPLICAS, minimum=1)
+    root_shard_ref: LocalObjectRef | None = field(
+        "rootShardRef",
+        "The root Shard of this shard; absent for a root shard. Immutable.",
+        default=None,
+    )
+    etcd: EtcdSpec = field("etcd", "etcd storage.", default_factory=EtcdSpec)
+    base_url: str | None = field(
+        "baseURL", "--shard-base-url; defaults to the Service URL.", default=None
+    )
+    external_url: str | None = field("externalURL", "--shard-external-url.", default=None)
+    cache: CacheSpec = field("cache", "Cache server access.", default_factory=CacheSpec)
+    root_shard_kubeconfig_secret_ref: SecretKeyRef | None = field(
+        "rootShardKubeconfigSecretRef",
+        "Admin kubeconfig of the root shard, for kcp versions that still need "
+        "--root-shard-kubeconfig-file; ignored from the deprecating release on.",
+        default=None,
+    )
+    admin_kubeconfig_secret_ref: SecretKeyRef | None = field(
+        "adminKubeconfigSecretRef",
+        "Kubeconfig the operator uses to reach this shard (system:masters on the shard).",
+        default=None,
+    )
+    tls: TLSSpec = field("tls", "Certificates and keys.", default_factory=TLSSpec)
+    extra_args: list[str] = field(
+        "extraArgs", "Extra arguments to kcp start.", default_factory=list
+    )
+    resources: JSON | None = field("resources", "Container resources.", default=None)
+    node_selector: dict[str, str] = field(
+        "nodeSelector", "Pod node selector.", default_factory=dict
+    )
+    tolerations: list[JSON] = field("tolerations", "Pod tolerations.", default_factory=list)
+    affinity: JSON | None = field("affinity", "Pod affinity.", default=None)
+
+    @property
+    def is_root(self) -> bool:
+        return self.root_shard_ref is None
+
+    @property
+    def kcp_version(self) -> Version:
+        return Version.parse(self.version)
+
+    @property
+    def image_ref(self) -> str:
+        return f"{self.image.repository}:{self.image.tag or 'v' + self.version}"
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A Shard object: identity plus validated spec and the raw status."""
+
+    name: str
+    namespace: str
+    spec: ShardSpec
+    uid: str = ""
+    generation: int = 0
+    status: JSON | None = None
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+SPEC_RULES = (
+    Rule(
+        cel="!has(self.rootShardRef) || (has(self.cache) && has(self.cache.kubeconfigSecretRef))",
+        message="non-root shards (spec.rootShardRef set) need spec.cache.kubeconfigSecretRef: "
+        "kcp refuses to start without --cache-kubeconfig",
+        holds=lambda spec: spec.is_root or spec.cache.kubeconfig_secret_ref is not None,
+    ),
+    Rule(
+        cel="self.replicas <= 1 || (has(self.etcd) && has(self.etcd.endpoints) "
+        "&& size(self.etcd.endpoints) > 0)",
+        message="spec.replicas > 1 needs spec.etcd.endpoints: embedded etcd is private to each pod",
+        holds=lambda spec: spec.replicas <= 1 or bool(spec.etcd.endpoints),
+    ),
+    Rule(
+        cel="has(oldSelf.rootShardRef) == has(self.rootShardRef) && "
+        "(!has(self.rootShardRef) || self.rootShardRef.name == oldSelf.rootShardRef.name)",
+        message="spec.rootShardRef cannot be changed after creation",
+        holds=None,
+    ),
+)
+
+
+def validate(spec: ShardSpec, deprecating_release: Version) -> None:
+    """Rules beyond the schema's types; raises :class:`SpecError`."""
+    try:
+        version = spec.kcp_version
+    except InvalidVersionError as err:
+        raise SpecError("spec.version", str(err)) from err
+    if version < MINIMUM_KCP_VERSION:
+        raise SpecError(
+            "spec.version",
+            f"kcp {version} is older than the oldest supported {MINIMUM_KCP_VERSION}",
+        )
+    for rule in SPEC_RULES:
+        if rule.holds is not None and not rule.holds(spec):
+            raise SpecError("spec", rule.message)
+    if (
+        not spec.is_root
+        and not ignores_root_shard_flag(version, deprecating_release)
+        and spec.root_shard_kubeconfig_secret_ref is None
+    ):
+        raise SpecError(
+            "spec.rootShardKubeconfigSecretRef",
+            f"is required for non-root shards on kcp {version} "
+            f"(older than {deprecating_release}, which still needs --root-shard-kubeconfig-file)",
+        )
+
+
+def parse_shard(obj: Any, deprecating_release: Version) -> Shard:
+    """A validated :class:`Shard` from a Kubernetes object mapping."""
+    if not isinstance(obj, dict):
+        raise SpecError("<document>", "must be an object")
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if not name:
+        raise SpecError("metadata.name", "is required")
+    spec = model.parse(ShardSpec, obj.get("spec"), "spec")
+    validate(spec, deprecating_release)
+    return Shard(
+        name=name,
+        namespace=meta.get("namespace") or "default",
+        spec=spec,
+        uid=meta.get("uid", ""),
+        generation=int(meta.get("generation", 0)),
+        status=obj.get("status"),
+    )

@@ -1,0 +1,244 @@
+"""Shard status from observed state (pure): conditions, phase, running version."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcp_shard_operator.model import JSON
+from kcp_shard_operator.render import VERSION_ANNOTATION
+from kcp_shard_operator.spec import Shard
+
+READY = "Ready"
+PROGRESSING = "Progressing"
+DEGRADED = "Degraded"
+DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
+IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
+
+
+@dataclass(frozen=True)
+class Condition:
+    type: str
+    status: bool
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What the shell saw and decided in one reconcile pass."""
+
+    deployment: JSON | None
+    error: str | None = None
+    error_reason: str = "InvalidSpec"
+    waiting: str | None = None
+    dropped_args: list[str] = field(default_factory=list)
+    unused_refs: list[str] = field(default_factory=list)
+    extra_conditions: list[Condition] = field(default_factory=list)
+
+
+def deployed_version(deployment: JSON | None) -> str | None:
+    """The kcp version in the Deployment's pod template, if any."""
+    if not deployment:
+        return None
+    template = deployment.get("spec", {}).get("template", {})
+    value = (template.get("metadata", {}).get("annotations") or {}).get(VERSION_ANNOTATION)
+    return str(value) if value else None
+
+
+def rollout_complete(deployment: JSON | None) -> bool:
+    """Every replica runs the current template and is available, as the controller saw it."""
+    if not deployment:
+        return False
+    desired = deployment.get("spec", {}).get("replicas", 1)
+    status: dict[str, Any] = deployment.get("status") or {}
+    generation = deployment.get("metadata", {}).get("generation", 0)
+    return bool(
+        status.get("observedGeneration", -1) >= generation
+        and status.get("updatedReplicas", 0) == desired
+        and status.get("replicas", 0) == desired
+        and status.get("availableReplicas", 0) == desired
+    )
+
+
+def _deadline_exceeded(deployment: JSON | None) -> str | None:
+    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
+            return str(cond.get("message", "progress deadline exceeded"))
+    return None
+
+
+def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition]]:
+    """The phase and conditions of ``shard`` given what was observed."""
+    deployment = seen.deployment
+    running = deployed_version(deployment)
+    complete = rollout_complete(deployment)
+    ready_replicas = (deployment or {}).get("status", {}).get("readyReplicas", 0)
+    desired = shard.spec.replicas
+    stalled = _deadline_exceeded(deployment)
+
+    if complete:
+        ready = Condition(
+            READY, True, "RolledOut", f"kcp {running} ready on {ready_replicas}/{desired} replicas"
+        )
+    elif deployment is None:
+        ready = Condition(READY, False, "NoDeployment", "the shard's Deployment does not exist yet")
+    else:
+        ready = Condition(READY, False, "RollingOut", f"{ready_replicas}/{desired} replicas ready")
+
+    if seen.error:
+        progressing = Condition(PROGRESSING, False, seen.error_reason, seen.error)
+    elif seen.waiting:
+        progressing = Condition(PROGRESSING, False, "WaitingForRootShard", seen.waiting)
+    elif complete and running == shard.spec.version:
+        progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
+    else:
+        progressing = Condition(
+            PROGRESSING, True, "RollingOut", f"rolling out kcp {shard.spec.version}"
+        )
+
+    if seen.error:
+        degraded = Condition(DEGRADED, True, seen.error_reason, seen.error)
+    elif stalled:
+        degraded = Condition(DEGRADED, True, "ProgressDeadlineExceeded", stalled)
+    else:
+        degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
+
+    dropped = seen.dropped_args + [f"{ref} (unused)" for ref in seen.unused_refs]
+    if dropped:
+        flag_cond = Condition(
+            DEPRECATED_FLAG_DROPPED,
+            True,
+            "IgnoredByKcpVersion",
+            f"kcp {shard.spec.version} ignores --root-shard-kubeconfig-file; not rendered: "
+            + ", ".join(dropped),
+        )
+    else:
+        flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
+
+    if seen.error:
+        phase = "Degraded"
+    elif seen.waiting:
+        phase = "WaitingForRootShard"
+    elif complete and running == shard.spec.version:
+        phase = "Ready"
+    elif deployment is None:
+        phase = "Pending"
+    else:
+        phase = "Progressing"
+    return phase, [ready, progressing, degraded, flag_cond, *seen.extra_conditions]
+
+
+def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
+    """The full status to write; unchanged conditions keep their transition time."""
+    previous: JSON = shard.status or {}
+    phase, conditions = conditions_for(shard, seen)
+    old = {c.get("type"): c for c in previous.get("conditions") or []}
+    rendered: list[JSON] = []
+    for cond in conditions:
+        truth = "True" if cond.status else "False"
+        before = old.get(cond.type)
+        unchanged = before is not None and before.get("status") == truth
+        rendered.append(
+            {
+                "type": cond.type,
+                "status": truth,
+                "reason": cond.reason,
+                "message": cond.message,
+                "observedGeneration": shard.generation,
+                "lastTransitionTime": before.get("lastTransitionTime", now)
+                if unchanged and before
+                else now,
+            }
+        )
+    known = {cond.type for cond in conditions}
+    rendered += [c for c in previous.get("conditions") or [] if c.get("type") not in known]
+    version = (
+        deployed_version(seen.deployment)
+        if rollout_complete(seen.deployment)
+        else previous.get("version")
+    )
+    status: JSON = {
+        "observedGeneration": shard.generation,
+        "phase": phase,
+        "readyReplicas": (seen.deployment or {}).get("status", {}).get("readyReplicas", 0),
+        "conditions": rendered,
+    }
+    if version:
+        status["version"] = version
+    return status
+
+
+def condition(status: JSON | None, type_: str) -> JSON | None:
+    for cond in (status or {}).get("conditions") or []:
+        if cond.get("type") == type_:
+            return dict(cond)
+    return None
+
+
+@dataclass(frozen=True)
+class Event:
+    type: str
+    reason: str
+    message: str
+
+
+def events_between(before: JSON | None, after: JSON) -> list[Event]:
+    """Events a human should see for the change from ``before`` to ``after``."""
+    events: list[Event] = []
+    old_version = (before or {}).get("version")
+    if after.get("version") and after.get("version") != old_version:
+        events.append(
+            Event("Normal", "RolledOut", f"kcp {after['version']} is rolled out on every replica")
+        )
+    for type_, event_type in (
+        (PROGRESSING, "Normal"),
+        (DEGRADED, "Warning"),
+        (DEPRECATED_FLAG_DROPPED, "Warning"),
+        (IDENTITY_CACHE_CLEANED, "Normal"),
+    ):
+        new = condition(after, type_)
+        old = condition(before, type_)
+        if new is None or (
+            old and (old["status"], old["reason"]) == (new["status"], new["reason"])
+        ):
+            continue
+        interesting = new["status"] == "True" or new["reason"] in (
+            "WaitingForRootShard",
+            "ShardUnreachable",
+            "Forbidden",
+        )
+        if type_ == PROGRESSING and new["reason"] == "Complete":
+            interesting = False
+        if interesting:
+            kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
+            events.append(Event(kind, new["reason"], new["message"]))
+    return events
+
+
+def invalid_status(previous: JSON | None, generation: int, problem: str, now: str) -> JSON:
+    """Status of a Shard whose spec could not be parsed at all."""
+    base = dict(previous or {})
+    conditions = [
+        c
+        for c in base.get("conditions") or []
+        if c.get("type") not in (READY, PROGRESSING, DEGRADED)
+    ]
+    old = {c.get("type"): c for c in base.get("conditions") or []}
+    for type_, status in ((READY, "False"), (PROGRESSING, "False"), (DEGRADED, "True")):
+        before = old.get(type_)
+        keep_time = before is not None and before.get("status") == status
+        conditions.append(
+            {
+                "type": type_,
+                "status": status,
+                "reason": "InvalidSpec",
+                "message": problem,
+                "observedGeneration": generation,
+                "lastTransitionTime": before.get("lastTransitionTime", now)
+                if keep_time and before
+                else now,
+            }
+        )
+    base.update(observedGeneration=generation, phase="Degraded", conditions=conditions)
+    return base

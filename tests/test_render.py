@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.model import JSON, SpecError
+from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.versions import Version
+
+from .conftest import RELEASE, make, non_root_object, shard_object
+
+ROOT_FLAG = "--root-shard-kubeconfig-file"
+
+
+def container(deployment: JSON) -> JSON:
+    result: JSON = deployment["spec"]["template"]["spec"]["containers"][0]
+    return result
+
+
+def args_of(shard: Shard, root: Shard | None, release: Version = RELEASE) -> list[str]:
+    return list(container(render_shard(shard, root, release).deployment)["args"])
+
+
+@pytest.mark.parametrize(
+    ("spec", "present", "absent"),
+    [
+        ({"version": "0.32.3"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
+        ({"version": "0.33.0"}, [], [ROOT_FLAG]),
+        ({"version": "0.34.2"}, [], [ROOT_FLAG]),
+        ({"version": "0.33.0-rc.1"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
+        (
+            {"version": "0.33.0", "extraArgs": [ROOT_FLAG, "/x", "--v=4"]},
+            ["--v=4"],
+            [ROOT_FLAG, "/x"],
+        ),
+        (
+            {"version": "0.33.0", "extraArgs": [f"{ROOT_FLAG}=/x", "--v=4"]},
+            ["--v=4"],
+            [f"{ROOT_FLAG}=/x"],
+        ),
+        (
+            {"version": "0.32.3", "extraArgs": ["--v=4"]},
+            ["--v=4", "--cache-kubeconfig=/etc/kcp/cache/kubeconfig", "--shard-name=shard-1"],
+            [],
+        ),
+    ],
+)
+def test_non_root_flags(
+    spec: dict[str, Any], present: list[str], absent: list[str], root: Shard
+) -> None:
+    args = args_of(make(non_root_object(**spec)), root)
+    for arg in present:
+        assert arg in args
+    for arg in absent:
+        assert not any(a == arg or a.startswith(arg + "=") for a in args), args
+
+
+def test_old_extra_args_are_kept_verbatim_before_the_release(root: Shard) -> None:
+    shard = make(non_root_object(version="0.32.3", extraArgs=[f"{ROOT_FLAG}=/custom"]))
+    rendered = render_shard(shard, root, RELEASE)
+    assert f"{ROOT_FLAG}=/custom" in container(rendered.deployment)["args"]
+    assert rendered.dropped_args == []
+
+
+def test_dropped_and_unused_are_reported(root: Shard) -> None:
+    shard = make(non_root_object(version="0.33.0", extraArgs=[ROOT_FLAG, "/x"]))
+    rendered = render_shard(shard, root, RELEASE)
+    assert rendered.dropped_args == [f"{ROOT_FLAG} /x"]
+    assert rendered.unused_refs == ["spec.rootShardKubeconfigSecretRef"]
+    volumes = [v["name"] for v in rendered.deployment["spec"]["template"]["spec"]["volumes"]]
+    assert "root-shard-kubeconfig" not in volumes
+
+
+def test_root_never_gets_root_flag_or_shard_name(root: Shard) -> None:
+    args = args_of(make(shard_object(version="0.32.3")), None)
+    assert not any(a.startswith(ROOT_FLAG) for a in args)
+    assert not any(a.startswith("--shard-name") for a in args)
+
+
+def test_release_is_configurable(root: Shard) -> None:
+    shard = make(non_root_object(version="0.33.0"))
+    assert any(a.startswith(ROOT_FLAG) for a in args_of(shard, root, Version.parse("0.34.0")))
+
+
+def test_kubeconfig_secret_is_mounted_by_key(root: Shard) -> None:
+    shard = make(
+        non_root_object(version="0.32.3", cache={"kubeconfigSecretRef": {"name": "c", "key": "kc"}})
+    )
+    pod = render_shard(shard, root, RELEASE).deployment["spec"]["template"]["spec"]
+    cache = next(v for v in pod["volumes"] if v["name"] == "cache-kubeconfig")
+    assert cache["secret"] == {
+        "secretName": "c",
+        "defaultMode": 0o440,
+        "items": [{"key": "kc", "path": "kubeconfig"}],
+    }
+    mount = next(m for m in pod["containers"][0]["volumeMounts"] if m["name"] == "cache-kubeconfig")
+    assert mount == {"name": "cache-kubeconfig", "mountPath": "/etc/kcp/cache", "readOnly": True}
+
+
+def test_deployment_shape(root: Shard) -> None:
+    shard = make(
+        non_root_object(
+            replicas=3,
+            etcd={
+                "endpoints": ["https://e1:2379", "https://e2:2379"],
+                "prefix": "/p",
+                "tlsSecretRef": {"name": "etcd"},
+            },
+            baseURL="https://s1.example:6443",
+            nodeSelector={"pool": "kcp"},
+            tolerations=[{"key": "k", "operator": "Exists"}],
+            resources={"requests": {"cpu": "1"}},
+        )
+    )
+    rendered = render_shard(shard, root, RELEASE)
+    dep = rendered.deployment
+    assert dep["metadata"]["name"] == "shard-1-kcp"
+    assert dep["metadata"]["ownerReferences"][0]["uid"] == "uid-shard-1"
+    assert dep["spec"]["replicas"] == 3
+    assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+    template = dep["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.33.0"
+    labels = template["metadata"]["labels"]
+    assert labels["app.kubernetes.io/managed-by"] == "kcp-shard-operator"
+    assert labels["kcpshard.dev/root-shard"] == "root"
+    assert dep["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "kcp",
+        "app.kubernetes.io/instance": "shard-1",
+    }
+    pod = template["spec"]
+    assert pod["nodeSelector"] == {"pool": "kcp"}
+    assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    c = pod["containers"][0]
+    assert c["image"] == "ghcr.io/kcp-dev/kcp:v0.33.0"
+    assert c["securityContext"]["readOnlyRootFilesystem"] is True
+    assert c["resources"] == {"requests": {"cpu": "1"}}
+    assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert c["livenessProbe"]["httpGet"]["path"] == "/livez"
+    assert c["startupProbe"]["httpGet"]["port"] == 6443
+    assert "--etcd-servers=https://e1:2379,https://e2:2379" in c["args"]
+    assert "--etcd-prefix=/p" in c["args"]
+    assert "--etcd-certfile=/etc/kcp/etcd/tls.crt" in c["args"]
+    assert "--shard-base-url=https://s1.example:6443" in c["args"]
+    assert rendered.pdb is not None
+    assert rendered.pdb["spec"]["maxUnavailable"] == 1
+    assert rendered.service["spec"]["ports"][0]["port"] == 6443
+
+
+def test_single_replica_has_no_pdb_and_embedded_etcd(root: Shard) -> None:
+    rendered = render_shard(root, None, RELEASE)
+    assert rendered.pdb is None
+    assert [o["kind"] for o in rendered.objects] == ["Service", "Deployment"]
+    args = container(rendered.deployment)["args"]
+    assert not any(a.startswith("--etcd-servers") for a in args)
+    assert "--shard-base-url=https://root-kcp.ns.svc:6443" in args
+
+
+def test_offline_shard_without_uid_has_no_owner() -> None:
+    obj = shard_object()
+    del obj["metadata"]["uid"]
+    assert "ownerReferences" not in render_shard(make(obj), None, RELEASE).service["metadata"]
+
+
+@pytest.mark.parametrize(
+    ("root_obj", "message"),
+    [
+        (None, "root Shard 'root' not found"),
+        (shard_object(name="other"), "root Shard 'root' not found"),
+        (non_root_object(name="root"), "is not a root shard"),
+    ],
+)
+def test_root_reference_errors(root_obj: dict[str, Any] | None, message: str) -> None:
+    shard = make(non_root_object())
+    root = make(root_obj) if root_obj else None
+    with pytest.raises(SpecError, match=message):
+        render_shard(shard, root, RELEASE)

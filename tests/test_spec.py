@@ -1,0 +1,90 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.model import SpecError
+from kcp_shard_operator.spec import parse_shard
+from kcp_shard_operator.versions import Version
+
+from .conftest import RELEASE, make, non_root_object, shard_object
+
+
+def test_defaults() -> None:
+    spec = make(shard_object()).spec
+    assert spec.image.repository == "ghcr.io/kcp-dev/kcp"
+    assert spec.image_ref == "ghcr.io/kcp-dev/kcp:v0.33.0"
+    assert spec.is_root
+    assert spec.extra_args == []
+
+
+def test_replicas_default_is_two() -> None:
+    obj = shard_object(etcd={"endpoints": ["https://etcd:2379"]})
+    del obj["spec"]["replicas"]
+    assert make(obj).spec.replicas == 2
+
+
+def test_image_tag_override() -> None:
+    spec = make(shard_object(image={"repository": "r.example/kcp", "tag": "dev"})).spec
+    assert spec.image_ref == "r.example/kcp:dev"
+
+
+def test_namespace_defaults_to_default() -> None:
+    obj = shard_object()
+    del obj["metadata"]["namespace"]
+    assert make(obj).namespace == "default"
+
+
+@pytest.mark.parametrize(
+    ("obj", "path", "fragment"),
+    [
+        (shard_object(version="v0.33.0"), "spec.version", "does not match"),
+        (shard_object(version="0.33"), "spec.version", "does not match"),
+        (shard_object(version=33), "spec.version", "must be a string"),
+        (shard_object(version="0.30.0"), "spec.version", "older than the oldest supported"),
+        (shard_object(replicas=0), "spec.replicas", "at least 1"),
+        (shard_object(replicas="2"), "spec.replicas", "must be an integer"),
+        (shard_object(replicas=True), "spec.replicas", "must be an integer"),
+        (shard_object(replicas=3), "spec", "needs spec.etcd.endpoints"),
+        (shard_object(extraArgs="--v=2"), "spec.extraArgs", "must be a list"),
+        (shard_object(extraArgs=[1]), "spec.extraArgs[0]", "must be a string"),
+        (shard_object(bogus=1), "spec.bogus", "unknown field"),
+        (shard_object(image={"pullPolicy": "Sometimes"}), "spec.image.pullPolicy", "one of"),
+        (shard_object(rootShardRef={"name": ""}), "spec.rootShardRef.name", "must not be empty"),
+        (shard_object(rootShardRef={}), "spec.rootShardRef.name", "is required"),
+        (
+            non_root_object(cache={}),
+            "spec",
+            "need spec.cache.kubeconfigSecretRef",
+        ),
+        (
+            non_root_object(version="0.32.3", rootShardKubeconfigSecretRef=None),
+            "spec.rootShardKubeconfigSecretRef",
+            "still needs --root-shard-kubeconfig-file",
+        ),
+    ],
+)
+def test_validation_errors(obj: dict[str, Any], path: str, fragment: str) -> None:
+    with pytest.raises(SpecError) as caught:
+        make(obj)
+    assert caught.value.path == path
+    assert fragment in caught.value.message
+
+
+def test_missing_spec_and_name() -> None:
+    with pytest.raises(SpecError, match="spec: must be an object"):
+        parse_shard({"metadata": {"name": "x"}}, RELEASE)
+    with pytest.raises(SpecError, match=r"metadata\.name: is required"):
+        parse_shard({"metadata": {}, "spec": {"version": "0.33.0"}}, RELEASE)
+
+
+def test_new_non_root_needs_no_root_kubeconfig() -> None:
+    shard = make(non_root_object(version="0.33.0", rootShardKubeconfigSecretRef=None))
+    assert not shard.spec.is_root
+
+
+def test_configurable_release_changes_requirement() -> None:
+    obj = non_root_object(version="0.33.0", rootShardKubeconfigSecretRef=None)
+    with pytest.raises(SpecError, match="still needs"):
+        parse_shard(obj, Version.parse("0.34.0"))
