@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from kcp_shard_operator.cmd_crd import crd_yaml
+from kcp_shard_operator.spec import SPEC_RULES
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD = ROOT / "manifests" / "crds" / "kcpshard.dev_shards.yaml"
+
+
+def test_crd_file_is_generated_from_the_model() -> None:
+    assert CRD.read_text(encoding="utf-8") == crd_yaml(), "run `make generate`"
+
+
+def test_schema_carries_rules_and_defaults() -> None:
+    crd = yaml.safe_load(crd_yaml())
+    version = crd["spec"]["versions"][0]
+    spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert spec["required"] == ["version"]
+    assert spec["properties"]["replicas"]["default"] == 2
+    assert spec["properties"]["replicas"]["minimum"] == 1
+    assert [r["rule"] for r in spec["x-kubernetes-validations"]] == [r.cel for r in SPEC_RULES]
+    assert spec["properties"]["resources"]["x-kubernetes-preserve-unknown-fields"] is True
+    assert version["subresources"] == {"status": {}}
+    columns = [c["name"] for c in version["additionalPrinterColumns"]]
+    assert columns[:4] == ["Root", "Desired", "Running", "Ready"]

@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.model import JSON
+from kcp_shard_operator.reconcile import contains, plan
+from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.spec import Shard
+
+from .conftest import RELEASE, make, non_root_object, shard_object
+
+
+def root_with(version: str | None, spec_version: str = "0.33.0") -> Shard:
+    obj = shard_object(version=spec_version)
+    if version:
+        obj["status"] = {"version": version}
+    return make(obj)
+
+
+def deployment_at(version: str) -> JSON:
+    return {"spec": {"template": {"metadata": {"annotations": {VERSION_ANNOTATION: version}}}}}
+
+
+@pytest.mark.parametrize(
+    ("root_version", "running", "wanted", "waits"),
+    [
+        (None, None, "0.33.0", True),
+        ("0.32.3", "0.32.3", "0.33.0", True),
+        ("0.33.0", "0.32.3", "0.33.0", False),
+        ("0.34.0", "0.32.3", "0.33.0", False),
+        ("0.32.3", "0.33.0", "0.33.0", False),
+        ("0.32.3", None, "0.32.3", False),
+        ("not-a-version", None, "0.33.0", True),
+    ],
+)
+def test_non_root_waits_for_root(
+    root_version: str | None, running: str | None, wanted: str, waits: bool
+) -> None:
+    shard = make(non_root_object(version=wanted))
+    observed: dict[str, JSON | None] = {"Deployment": deployment_at(running) if running else None}
+    decision = plan(shard, root_with(root_version), observed, RELEASE)
+    assert (decision.waiting is not None) is waits
+    if waits:
+        assert decision.apply == []
+        assert "root shard root runs kcp" in (decision.waiting or "")
+
+
+def test_root_shard_never_waits() -> None:
+    decision = plan(make(shard_object()), None, {}, RELEASE)
+    assert decision.waiting is None
+    assert [o["kind"] for o in decision.apply] == ["Service", "Deployment"]
+
+
+def test_missing_root_is_an_error() -> None:
+    decision = plan(make(non_root_object()), None, {}, RELEASE)
+    assert decision.error_reason == "RootShardNotFound"
+    assert decision.apply == []
+
+
+def test_nothing_applied_when_in_sync() -> None:
+    shard = make(shard_object())
+    rendered = render_shard(shard, None, RELEASE)
+    observed: dict[str, JSON | None] = {
+        o["kind"]: {**o, "status": {"x": 1}, "metadata": {**o["metadata"], "uid": "u"}}
+        for o in rendered.objects
+    }
+    assert plan(shard, None, observed, RELEASE).apply == []
+
+
+def test_drift_is_detected() -> None:
+    shard = make(shard_object())
+    rendered = render_shard(shard, None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in rendered.objects}
+    drifted = {**rendered.deployment, "spec": {**rendered.deployment["spec"], "replicas": 5}}
+    observed["Deployment"] = drifted
+    assert [o["kind"] for o in plan(shard, None, observed, RELEASE).apply] == ["Deployment"]
+
+
+def test_stale_pdb_is_deleted_when_scaling_to_one() -> None:
+    shard = make(shard_object(replicas=1))
+    decision = plan(shard, None, {"PodDisruptionBudget": {"kind": "PodDisruptionBudget"}}, RELEASE)
+    assert decision.delete_pdb
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired", "expected"),
+    [
+        ({"a": 1, "b": 2}, {"a": 1}, True),
+        ({"a": 1}, {"a": 2}, False),
+        ({"a": [1, 2]}, {"a": [1]}, False),
+        ({"a": [{"x": 1, "y": 2}]}, {"a": [{"x": 1}]}, True),
+        (None, {"a": 1}, False),
+        ({"a": {"b": None}}, {"a": {"b": 1}}, False),
+        ("1", 1, False),
+    ],
+)
+def test_contains(actual: Any, desired: Any, expected: bool) -> None:
+    assert contains(actual, desired) is expected

@@ -1,0 +1,186 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.model import JSON
+from kcp_shard_operator.render import VERSION_ANNOTATION
+from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.status import (
+    Observation,
+    condition,
+    events_between,
+    invalid_status,
+    rollout_complete,
+    shard_status,
+)
+
+from .conftest import make, shard_object
+
+NOW = "2026-12-02T10:00:00Z"
+LATER = "2026-12-02T11:00:00Z"
+
+
+def deployment(version: str = "0.33.0", desired: int = 1, **status: Any) -> JSON:
+    full = {
+        "observedGeneration": 2,
+        "replicas": desired,
+        "updatedReplicas": desired,
+        "availableReplicas": desired,
+        "readyReplicas": desired,
+    }
+    full.update(status)
+    return {
+        "metadata": {"generation": 2},
+        "spec": {
+            "replicas": desired,
+            "template": {"metadata": {"annotations": {VERSION_ANNOTATION: version}}},
+        },
+        "status": full,
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "complete"),
+    [
+        ({}, True),
+        ({"observedGeneration": 1}, False),
+        ({"updatedReplicas": 0}, False),
+        ({"availableReplicas": 0}, False),
+        ({"replicas": 2}, False),
+    ],
+)
+def test_rollout_complete(status: dict[str, Any], complete: bool) -> None:
+    assert rollout_complete(deployment(**status)) is complete
+
+
+def test_rollout_complete_without_deployment() -> None:
+    assert not rollout_complete(None)
+
+
+def status_of(shard: Shard, seen: Observation, now: str = NOW) -> JSON:
+    return shard_status(shard, seen, now)
+
+
+@pytest.mark.parametrize(
+    ("seen", "phase", "ready", "progressing_reason", "degraded"),
+    [
+        (Observation(deployment=None), "Pending", "False", "RollingOut", "False"),
+        (Observation(deployment=deployment()), "Ready", "True", "Complete", "False"),
+        (
+            Observation(deployment=deployment(updatedReplicas=0)),
+            "Progressing",
+            "False",
+            "RollingOut",
+            "False",
+        ),
+        (
+            Observation(deployment=deployment("0.32.3"), waiting="root shard runs 0.32.3"),
+            "WaitingForRootShard",
+            "True",
+            "WaitingForRootShard",
+            "False",
+        ),
+        (
+            Observation(deployment=None, error="bad", error_reason="RootShardNotFound"),
+            "Degraded",
+            "False",
+            "RootShardNotFound",
+            "True",
+        ),
+    ],
+)
+def test_phase_and_conditions(
+    seen: Observation, phase: str, ready: str, progressing_reason: str, degraded: str
+) -> None:
+    status = status_of(make(shard_object()), seen)
+    assert status["phase"] == phase
+    assert status["observedGeneration"] == 1
+    assert condition(status, "Ready")["status"] == ready  # type: ignore[index]
+    assert condition(status, "Progressing")["reason"] == progressing_reason  # type: ignore[index]
+    assert condition(status, "Degraded")["status"] == degraded  # type: ignore[index]
+    assert all(c["observedGeneration"] == 1 for c in status["conditions"])
+
+
+def test_version_is_only_written_when_rolled_out() -> None:
+    shard = make(shard_object())
+    assert "version" not in status_of(shard, Observation(deployment=deployment(updatedReplicas=0)))
+    assert status_of(shard, Observation(deployment=deployment()))["version"] == "0.33.0"
+
+
+def test_version_keeps_last_rolled_out_during_a_rollout() -> None:
+    obj = shard_object()
+    obj["status"] = {"version": "0.32.3"}
+    status = status_of(make(obj), Observation(deployment=deployment(updatedReplicas=0)))
+    assert status["version"] == "0.32.3"
+
+
+def test_stalled_rollout_is_degraded() -> None:
+    stalled = deployment(
+        updatedReplicas=0,
+        conditions=[{"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "x"}],
+    )
+    status = status_of(make(shard_object()), Observation(deployment=stalled))
+    assert condition(status, "Degraded")["reason"] == "ProgressDeadlineExceeded"  # type: ignore[index]
+
+
+def test_dropped_flag_condition() -> None:
+    seen = Observation(
+        deployment=deployment(),
+        dropped_args=["--root-shard-kubeconfig-file /x"],
+        unused_refs=["spec.rootShardKubeconfigSecretRef"],
+    )
+    cond = condition(status_of(make(shard_object()), seen), "DeprecatedFlagDropped")
+    assert cond is not None
+    assert cond["status"] == "True"
+    assert "--root-shard-kubeconfig-file /x" in cond["message"]
+    assert "spec.rootShardKubeconfigSecretRef (unused)" in cond["message"]
+
+
+def test_transition_time_is_kept_while_status_is_unchanged() -> None:
+    obj = shard_object()
+    obj["status"] = status_of(make(obj), Observation(deployment=deployment()), NOW)
+    again = status_of(make(obj), Observation(deployment=deployment()), LATER)
+    assert again == obj["status"]
+    changed = status_of(make(obj), Observation(deployment=None), LATER)
+    assert condition(changed, "Ready")["lastTransitionTime"] == LATER  # type: ignore[index]
+    assert condition(changed, "Degraded")["lastTransitionTime"] == NOW  # type: ignore[index]
+
+
+def test_foreign_conditions_are_preserved() -> None:
+    obj = shard_object()
+    foreign = {"type": "IdentityCacheCleaned", "status": "True", "reason": "Deleted"}
+    obj["status"] = {"conditions": [foreign]}
+    status = status_of(make(obj), Observation(deployment=deployment()))
+    assert foreign in status["conditions"]
+
+
+def test_invalid_status() -> None:
+    status = invalid_status({"version": "0.32.3"}, 4, "spec.version: bad", NOW)
+    assert status["phase"] == "Degraded"
+    assert status["version"] == "0.32.3"
+    degraded = condition(status, "Degraded")
+    assert degraded == {
+        "type": "Degraded",
+        "status": "True",
+        "reason": "InvalidSpec",
+        "message": "spec.version: bad",
+        "observedGeneration": 4,
+        "lastTransitionTime": NOW,
+    }
+
+
+def test_events_between() -> None:
+    shard = make(shard_object())
+    waiting = status_of(shard, Observation(deployment=None, waiting="root runs 0.32.3"))
+    ready = status_of(shard, Observation(deployment=deployment()))
+    assert [(e.type, e.reason) for e in events_between(None, waiting)] == [
+        ("Normal", "WaitingForRootShard")
+    ]
+    assert [(e.type, e.reason) for e in events_between(waiting, ready)] == [("Normal", "RolledOut")]
+    assert events_between(ready, ready) == []
+    dropped = status_of(shard, Observation(deployment=deployment(), dropped_args=["--x"]))
+    assert [(e.type, e.reason) for e in events_between(ready, dropped)] == [
+        ("Warning", "IgnoredByKcpVersion")
+    ]
