@@ -64,13 +64,11 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"error: cannot read {path}: {err.strerror}", file=sys.stderr)
         return 1
-    outcome = clean_shard(
-        raw, args.context, dry_run=args.dry_run, base_dir=path.resolve().parent
-    )
-    out, err = report(outcome)
-    for line in out:
+    outcome = clean_shard(raw, args.context, dry_run=args.dry_run, base_dir=path.resolve().parent)
+    lines, errors = report(outcome)
+    for line in lines:
         print(line)
-    for line in err:
+    for line in errors:
         print(line, file=sys.stderr)
     if outcome.result is Result.NOT_PRESENT:
         print("nothing to do")

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import PurePosixPath
 from typing import Any
@@ -408,7 +408,7 @@ def interpret_delete(base: str, found: Found, response: Response) -> Outcome:
             f"({_server_message(response)}); will read it again",
             found,
         )
-    return _unexpected(base, f"deleting {CONFIGMAP_NAME}", response)
+    return replace(_unexpected(base, f"deleting {CONFIGMAP_NAME}", response), found=found)
 
 
 def would_delete(base: str, found: Found) -> Outcome:

@@ -1,0 +1,348 @@
+"""Unit tests for the identity-cache cleanup decision, kubeconfig and URL handling."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.identitycache import (
+    ROOT_TYPE_ANNOTATION,
+    Action,
+    Found,
+    KubeconfigError,
+    Response,
+    Result,
+    base_url,
+    cleaned_condition,
+    configmap_url,
+    decide,
+    delete_options,
+    interpret_delete,
+    interpret_get,
+    interpret_root_probe,
+    pick_context,
+    root_logicalcluster_url,
+    target_from_kubeconfig,
+)
+from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED
+from kcp_shard_operator.versions import Version
+
+from .conftest import RELEASE, make, non_root_object, shard_object
+
+ADMIN = {"adminKubeconfigSecretRef": {"name": "shard-1-admin"}}
+CLEANED = {"type": IDENTITY_CACHE_CLEANED, "status": "True", "reason": "Deleted", "message": "m"}
+NOT_CLEANED = {"type": IDENTITY_CACHE_CLEANED, "status": "False", "reason": "Forbidden"}
+
+
+def non_root(spec_version: str, status: dict[str, Any] | None, **spec: Any) -> dict[str, Any]:
+    obj = non_root_object(version=spec_version, **spec)
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "enabled", "action", "reason", "condition"),
+    [
+        pytest.param(
+            non_root("0.33.0", {"version": "0.33.0"}, **ADMIN), True, Action.CLEAN, "Upgraded",
+            None, id="upgraded-and-rolled-out",
+        ),
+        pytest.param(
+            non_root("0.34.1", {"version": "0.34.1"}, **ADMIN), True, Action.CLEAN, "Upgraded",
+            None, id="later-release",
+        ),
+        pytest.param(
+            non_root("0.33.0", {"version": "0.33.0"}, **ADMIN), False, Action.SKIP, "Disabled",
+            None, id="switched-off",
+        ),
+        pytest.param(
+            shard_object("root", version="0.33.0", **ADMIN), True, Action.SKIP, "RootShard",
+            None, id="root-shard",
+        ),
+        pytest.param(
+            non_root("0.32.3", {"version": "0.32.3"}, **ADMIN), True, Action.SKIP,
+            "OlderVersion", None, id="old-version",
+        ),
+        pytest.param(
+            non_root("0.33.0", {"version": "0.32.3"}, **ADMIN), True, Action.SKIP,
+            "OlderVersion", None, id="upgrade-in-progress",
+        ),
+        pytest.param(
+            non_root("0.33.0", None, **ADMIN), True, Action.SKIP, "RolloutInProgress", None,
+            id="never-rolled-out",
+        ),
+        pytest.param(
+            non_root("0.33.1", {"version": "0.33.0"}, **ADMIN), True, Action.SKIP,
+            "RolloutInProgress", None, id="patch-rollout-in-progress",
+        ),
+        pytest.param(
+            non_root("0.33.0", {"version": "0.33.0", "conditions": [CLEANED]}, **ADMIN), True,
+            Action.SKIP, "AlreadyCleaned", None, id="already-cleaned",
+        ),
+        pytest.param(
+            non_root("0.33.0", {"version": "0.33.0", "conditions": [NOT_CLEANED]}, **ADMIN),
+            True, Action.CLEAN, "Upgraded", None, id="retry-after-failure",
+        ),
+        pytest.param(
+            non_root("0.33.0", {"version": "0.33.0"}), True, Action.SKIP, "NoAdminKubeconfig",
+            "NoAdminKubeconfig", id="no-credentials",
+        ),
+        pytest.param(
+            non_root("0.32.3", {"version": "0.33.0", "conditions": [CLEANED]}, **ADMIN), True,
+            Action.SKIP, "OlderVersion", "OlderVersion", id="rollback-started-resets",
+        ),
+        pytest.param(
+            non_root("0.32.3", {"version": "0.32.3", "conditions": [CLEANED]}, **ADMIN), True,
+            Action.SKIP, "OlderVersion", "OlderVersion", id="rollback-done-resets",
+        ),
+        pytest.param(
+            non_root("0.32.3", {"version": "0.32.3", "conditions": [NOT_CLEANED]}, **ADMIN),
+            True, Action.SKIP, "OlderVersion", None, id="old-version-not-cleaned-kept",
+        ),
+    ],
+)  # fmt: skip
+def test_decide(
+    obj: dict[str, Any], enabled: bool, action: Action, reason: str, condition: str | None
+) -> None:
+    decision = decide(make(obj), RELEASE, enabled=enabled)
+    assert (decision.action, decision.reason) == (action, reason)
+    if condition is None:
+        assert decision.condition is None
+    else:
+        assert decision.condition is not None
+        assert decision.condition.type == IDENTITY_CACHE_CLEANED
+        assert decision.condition.status is False
+        assert decision.condition.reason == condition
+
+
+def test_decide_uses_the_configured_release() -> None:
+    shard = make(non_root("0.33.0", {"version": "0.33.0"}, **ADMIN))
+    assert decide(shard, Version.parse("0.34.0")).action is Action.SKIP
+    assert decide(shard, Version.parse("0.33.0")).action is Action.CLEAN
+
+
+@pytest.mark.parametrize(
+    ("server", "expected"),
+    [
+        ("https://10.0.0.1:6443", "https://10.0.0.1:6443"),
+        ("https://10.0.0.1:6443/", "https://10.0.0.1:6443"),
+        ("https://shard-1.example:6443/clusters/root", "https://shard-1.example:6443"),
+        ("https://shard-1.example:6443/clusters/root:org:team/", "https://shard-1.example:6443"),
+        ("https://h:6443/clusters/system:admin", "https://h:6443"),
+        ("https://h:6443/clusters", "https://h:6443"),
+        ("https://h/prefix/clusters/root", "https://h/prefix"),
+        ("https://h/prefix", "https://h/prefix"),
+        ("  https://h:6443/clusters/root?x=1  ", "https://h:6443"),
+        ("http://127.0.0.1:8080/clusters/*", "http://127.0.0.1:8080"),
+    ],
+)
+def test_base_url(server: str, expected: str) -> None:
+    assert base_url(server) == expected
+
+
+@pytest.mark.parametrize("server", ["h:6443", "ftp://h/x", "", "https://"])
+def test_base_url_rejects(server: str) -> None:
+    with pytest.raises(KubeconfigError):
+        base_url(server)
+
+
+def test_urls() -> None:
+    assert configmap_url("https://h:6443") == (
+        "https://h:6443/clusters/system:shard/api/v1/namespaces/default"
+        "/configmaps/apiexport-identity-cache"
+    )
+    assert root_logicalcluster_url("https://h:6443") == (
+        "https://h:6443/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+    )
+
+
+USER = "shard-admin"
+
+
+def kubeconfig(current: str | None, *contexts: str) -> dict[str, Any]:
+    config: dict[str, Any] = {
+        "clusters": [
+            {"name": "base", "cluster": {"server": "https://h:6443"}},
+            {"name": "root", "cluster": {"server": "https://h:6443/clusters/root"}},
+        ],
+        "users": [{"name": "shard-admin", "user": {"token": "secret-token"}}],
+        "contexts": [
+            {"name": c, "context": {"cluster": "root" if c == "root" else "base", "user": USER}}
+            for c in contexts
+        ],
+    }  # fmt: skip
+    if current is not None:
+        config["current-context"] = current
+    return config
+
+
+@pytest.mark.parametrize(
+    ("config", "requested", "expected"),
+    [
+        (kubeconfig("root", "root", "base", "shard-base"), None, "shard-base"),
+        (kubeconfig("root", "root", "base"), None, "root"),
+        (kubeconfig("base", "root", "base", "shard-base"), "root", "root"),
+        (kubeconfig(None, "shard-base"), None, "shard-base"),
+        (kubeconfig("base", "base"), "", "base"),
+    ],
+)
+def test_pick_context(config: dict[str, Any], requested: str | None, expected: str) -> None:
+    assert pick_context(config, requested) == expected
+
+
+@pytest.mark.parametrize(
+    ("config", "requested", "words"),
+    [
+        (kubeconfig("root", "root"), "shard-base", "'shard-base' not found"),
+        (kubeconfig(None, "root"), None, "no current-context"),
+        (kubeconfig("gone", "root"), None, "'gone' not found"),
+    ],
+)
+def test_pick_context_errors(config: dict[str, Any], requested: str | None, words: str) -> None:
+    with pytest.raises(KubeconfigError, match=words):
+        pick_context(config, requested)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_target_inline_material_and_base_url() -> None:
+    config = kubeconfig("root", "root", "shard-base")
+    config["clusters"][0]["cluster"].update(
+        {"certificate-authority-data": b64("CA"), "tls-server-name": "shard-1"}
+    )
+    config["users"][0]["user"] = {
+        "client-certificate-data": b64("CERT"),
+        "client-key-data": b64("KEY"),
+    }
+    target = target_from_kubeconfig(config)
+    assert target.context == "shard-base"
+    assert target.base_url == "https://h:6443"
+    assert (target.ca_pem, target.client_cert_pem, target.client_key_pem) == (
+        b"CA",
+        b"CERT",
+        b"KEY",
+    )
+    assert target.tls_server_name == "shard-1"
+    assert target.token is None
+
+
+def test_target_current_context_server_reduced_and_secrets_not_in_repr() -> None:
+    target = target_from_kubeconfig(kubeconfig("root", "root"))
+    assert target.base_url == "https://h:6443"
+    assert target.token == "secret-token"
+    assert "secret-token" not in repr(target)
+
+
+def test_target_relative_paths_resolve_against_the_kubeconfig_folder() -> None:
+    config = kubeconfig("base", "base")
+    config["clusters"][0]["cluster"]["certificate-authority"] = "ca.crt"
+    config["users"][0]["user"] = {"client-certificate": "/abs/c.crt", "client-key": "k.key"}
+    target = target_from_kubeconfig(config, base_dir=PurePosixPath("/etc/kcp"))
+    assert (target.ca_file, target.client_cert_file, target.client_key_file) == (
+        "/etc/kcp/ca.crt",
+        "/abs/c.crt",
+        "/etc/kcp/k.key",
+    )
+
+
+@pytest.mark.parametrize(
+    ("user", "words"),
+    [
+        ({"exec": {"command": "x"}}, "exec/auth-provider"),
+        ({"client-certificate-data": b64("C")}, "needs its key"),
+        ({"client-key-data": "***not base64***"}, "not valid base64"),
+        ({"client-certificate": "c.crt", "client-key": "k.key"}, "relative path"),
+    ],
+)
+def test_target_errors(user: dict[str, Any], words: str) -> None:
+    config = kubeconfig("base", "base")
+    config["users"][0]["user"] = user
+    with pytest.raises(KubeconfigError, match=words):
+        target_from_kubeconfig(config)
+
+
+def test_target_without_server() -> None:
+    config = kubeconfig("base", "base")
+    del config["clusters"][0]["cluster"]["server"]
+    with pytest.raises(KubeconfigError, match="no server"):
+        target_from_kubeconfig(config)
+
+
+BASE = "https://h:6443"
+FOUND = Found(uid="u-1", resource_version="42", keys=("shards.core.kcp.io", "tenancy.kcp.io"))
+CONFIGMAP = {
+    "metadata": {"uid": "u-1", "resourceVersion": "42"},
+    "data": {"tenancy.kcp.io": "abc", "shards.core.kcp.io": "def"},
+}
+
+
+@pytest.mark.parametrize(
+    ("response", "result"),
+    [
+        (Response(404, {"reason": "NotFound"}), None),
+        (Response(200, {"metadata": {"annotations": {ROOT_TYPE_ANNOTATION: "root:root"}}}),
+         Result.ROOT_SHARD),
+        (Response(403, {"message": "forbidden"}), Result.FORBIDDEN),
+        (Response(401, None), Result.FORBIDDEN),
+        (Response(500, {"message": "boom"}), Result.FAILED),
+    ],
+)  # fmt: skip
+def test_interpret_root_probe(response: Response, result: Result | None) -> None:
+    outcome = interpret_root_probe(BASE, response)
+    assert (outcome.result if outcome else None) == result
+
+
+def test_interpret_get() -> None:
+    assert interpret_get(BASE, Response(200, CONFIGMAP)) == FOUND
+    absent = interpret_get(BASE, Response(404, {}))
+    assert not isinstance(absent, Found)
+    assert absent.result is Result.NOT_PRESENT
+    assert absent.ok
+    denied = interpret_get(BASE, Response(403, {"message": 'User "kcp-admin" cannot get'}))
+    assert not isinstance(denied, Found)
+    assert denied.result is Result.FORBIDDEN
+    assert "system:masters" in denied.message
+    assert 'User "kcp-admin" cannot get' in denied.message
+    assert not denied.ok
+    assert not denied.retry
+
+
+def test_delete_options_pin_uid_and_resource_version() -> None:
+    assert delete_options(FOUND)["preconditions"] == {"uid": "u-1", "resourceVersion": "42"}
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "ok", "retry"),
+    [
+        (200, Result.DELETED, True, False),
+        (202, Result.DELETED, True, False),
+        (404, Result.NOT_PRESENT, True, False),
+        (409, Result.CONFLICT, False, True),
+        (403, Result.FORBIDDEN, False, False),
+        (503, Result.FAILED, False, True),
+    ],
+)
+def test_interpret_delete(status: int, result: Result, ok: bool, retry: bool) -> None:
+    outcome = interpret_delete(BASE, FOUND, Response(status, {"message": "x"}))
+    assert (outcome.result, outcome.ok, outcome.retry) == (result, ok, retry)
+    assert outcome.found == FOUND
+
+
+@pytest.mark.parametrize(
+    ("status", "result", "truth"),
+    [
+        (200, "Deleted", True),
+        (404, "NotPresent", True),
+        (403, "Forbidden", False),
+        (409, "Conflict", False),
+    ],
+)
+def test_cleaned_condition(status: int, result: str, truth: bool) -> None:
+    cond = cleaned_condition(interpret_delete(BASE, FOUND, Response(status, {})))
+    assert (cond.type, cond.status, cond.reason) == (IDENTITY_CACHE_CLEANED, truth, result)
