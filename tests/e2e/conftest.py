@@ -1,0 +1,160 @@
+"""Fixtures for the end-to-end tests: a real local cluster, the CRDs, namespaces, the operator.
+
+By default the session starts its own kwok cluster (``hack/cluster.sh``, cluster name
+``kcp-shard-operator-e2e``, kubeconfig ``.cluster/e2e-kubeconfig``) and deletes it at the end,
+also after failures. ``E2E_USE_EXISTING_CLUSTER=1`` uses the cluster in ``KUBECONFIG`` instead and
+leaves it running; ``E2E_KEEP_CLUSTER=1`` keeps the started cluster for debugging.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Generator, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import FrameType
+
+import pytest
+
+from .kube import (
+    CLUSTER_TOOLS,
+    CRD_FILE,
+    HACK,
+    Cluster,
+    OperatorProcess,
+    apply_crds,
+    build_tools,
+    cluster_script_env,
+    create_namespace,
+    delete_namespace,
+    log,
+    run_visible,
+    tools_env,
+)
+
+CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Remember each test's call-phase report so fixtures can tell whether it failed."""
+    report: pytest.TestReport = yield
+    if report.when == "call":
+        item.stash[CALL_REPORT] = report
+    return report
+
+
+def _failed(request: pytest.FixtureRequest) -> bool:
+    report = request.node.stash.get(CALL_REPORT, None)
+    return report is None or report.failed
+
+
+def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+@contextmanager
+def _uncaptured(config: pytest.Config) -> Iterator[None]:
+    """Let long setup and teardown steps print progress while pytest captures output."""
+    capture_manager = config.pluginmanager.getplugin("capturemanager")
+    with capture_manager.global_and_fixture_disabled():
+        yield
+
+
+def _existing_cluster() -> Cluster:
+    kubeconfig = os.environ.get("KUBECONFIG", "")
+    assert kubeconfig, "E2E_USE_EXISTING_CLUSTER=1 needs KUBECONFIG"
+    env = tools_env(os.environ)
+    env["KUBECONFIG"] = kubeconfig
+    cluster = Cluster(kubeconfig=Path(kubeconfig), env=env)
+    cluster.kubectl("get", "--raw", "/readyz")
+    log(f"using the existing cluster in {kubeconfig}")
+    return cluster
+
+
+def _start_cluster(script_env: dict[str, str]) -> Cluster:
+    start = time.monotonic()
+    build_tools(*CLUSTER_TOOLS)
+    log(f"starting cluster {script_env['CLUSTER_NAME']}")
+    run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
+    env = tools_env(os.environ)
+    env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
+    log(f"cluster ready in {time.monotonic() - start:.1f}s (tools check and cluster start)")
+    return Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
+
+
+def _stop_cluster(script_env: dict[str, str]) -> None:
+    if os.environ.get("E2E_KEEP_CLUSTER") == "1":
+        log(f"keeping cluster {script_env['CLUSTER_NAME']} (E2E_KEEP_CLUSTER=1)")
+        return
+    start = time.monotonic()
+    run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
+    log(f"cluster deleted in {time.monotonic() - start:.1f}s")
+
+
+@pytest.fixture(scope="session")
+def cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
+    """A running cluster with kubectl and helm on the PATH of ``cluster.env``."""
+    if os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1":
+        with _uncaptured(pytestconfig):
+            found = _existing_cluster()
+        yield found
+        return
+    script_env = cluster_script_env(os.environ)
+    previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
+    try:
+        with _uncaptured(pytestconfig):
+            started = _start_cluster(script_env)
+        yield started
+    finally:
+        with _uncaptured(pytestconfig):
+            _stop_cluster(script_env)
+        signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+@pytest.fixture(scope="session")
+def crds(cluster: Cluster) -> list[str]:
+    """The project's CRDs applied and Established; returns their names."""
+    assert CRD_FILE.exists(), f"{CRD_FILE} missing: generate the CRD first"
+    return apply_crds(cluster, CRD_FILE)
+
+
+@pytest.fixture
+def kubectl(cluster: Cluster) -> Callable[..., str]:
+    """``kubectl(*args, stdin=None)`` against the test cluster, returning stdout."""
+    return cluster.kubectl
+
+
+@pytest.fixture
+def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace named after the test, deleted afterwards."""
+    name = create_namespace(cluster, f"e2e-{request.node.name}")
+    yield name
+    delete_namespace(cluster, name)
+
+
+@pytest.fixture
+def operator_process(
+    cluster: Cluster,
+    crds: list[str],
+    namespace: str,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> Iterator[OperatorProcess]:
+    """The operator as a local process watching ``namespace``; prints its log tail on failure."""
+    operator = OperatorProcess(
+        cluster=cluster,
+        args=["--namespace", namespace],
+        log_path=tmp_path / "operator.log",
+    )
+    try:
+        operator.start()
+        yield operator
+    finally:
+        code = operator.stop()
+        if _failed(request):
+            print(f"operator exit code: {code}\n{operator.log_tail()}")
