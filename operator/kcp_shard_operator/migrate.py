@@ -547,7 +547,8 @@ class _Migration:
         span = self.whole_lines(j, _content_end(item))
         if span is None:
             raise _RefuseError(
-                f"line {self.src.line_no(j)}: the list item shares its line with other content"
+                f"line {self.src.line_no(j)}: the list item shares a line with other content "
+                "(or ends in an alias)"
             )
         return span
 

@@ -1,0 +1,203 @@
+"""Table-driven tests of the pure migration core on small inputs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from kcp_shard_operator.migrate import format_path, migrate_text
+from kcp_shard_operator.versions import Version
+
+RELEASE = Version(0, 33, 0)
+FLAG = "--root-shard-kubeconfig-file"
+
+
+@dataclass(frozen=True)
+class Row:
+    id: str
+    given: str
+    want: str | None
+    """Expected text; None when the file is refused (left unchanged, with an error)."""
+    says: str = ""
+    """A fragment the report must contain."""
+    prune: bool = False
+
+
+ROWS = [
+    Row("bom kept", "\ufeffargs: [--a, " + FLAG + "=/x]\n", "\ufeffargs: [--a]\n"),
+    Row("lone CR line ends", "args:\r  - --a\r  - " + FLAG + "=/x\r", "args:\r  - --a\r"),
+    Row(
+        "unicode around",
+        '# 日本語\nargs: ["é", ' + FLAG + "=/x]\n",
+        '# 日本語\nargs: ["é"]\n',
+    ),
+    Row(
+        "comment above at another column stays",
+        "args:\n  - --a\n# note\n    # deeper\n  - " + FLAG + "=/x\n",
+        "args:\n  - --a\n# note\n    # deeper\n",
+    ),
+    Row(
+        "comment-like line inside a block scalar stays",
+        "args:\n  - |\n    # not a comment\n  - " + FLAG + "=/x\n",
+        "args:\n  - |\n    # not a comment\n",
+    ),
+    Row(
+        "blank lines kept",
+        "args:\n  - --a\n\n  - " + FLAG + "=/x\n\n  - --b\n",
+        "args:\n  - --a\n\n\n  - --b\n",
+    ),
+    Row("anchored flow list emptied", f"a: &x [{FLAG}=/x]\nb: *x\n", "a: &x []\nb: *x\n"),
+    Row("tagged block list emptied", f"args: !!seq\n  - {FLAG}=/x\n", "args: !!seq []\n"),
+    Row(
+        "flag followed by a non-scalar: only the flag goes",
+        f"args:\n  - {FLAG}\n  - {{a: 1}}\n",
+        "args:\n  - {a: 1}\n",
+        says="no value followed it",
+    ),
+    Row("similar flag name untouched", f"args: [{FLAG}-extra=x]\n", None, says="inside a string"),
+    Row("flag in a plain string untouched", f"cmd: kcp start {FLAG}=/x\n", None, says="by hand"),
+    Row(
+        "image by digest: version unknown, flag removed",
+        f"c:\n  - image: ghcr.io/kcp-dev/kcp@sha256:abc\n    args: [{FLAG}=/x]\n",
+        "c:\n  - image: ghcr.io/kcp-dev/kcp@sha256:abc\n    args: []\n",
+    ),
+    Row(
+        "old kcp image keeps the flag",
+        f"c:\n  - image: ghcr.io/kcp-dev/kcp:v0.32.3\n    args: [{FLAG}=/x]\n",
+        None,
+        says="kept: kcp 0.32.3",
+    ),
+    Row(
+        "kcp-operator image tag keeps the flag",
+        f"spec:\n  image: {{registry: r, tag: v0.32.3}}\n  extraArgs: [{FLAG}=/x]\n",
+        None,
+        says="kept: kcp 0.32.3",
+    ),
+    Row(
+        "secret ref as first key of a list item",
+        "shards:\n- rootShardKubeconfigSecretRef: {name: x}\n  version: 0.33.0\n  name: a\n",
+        "shards:\n- version: 0.33.0\n  name: a\n",
+        says="Secret x",
+    ),
+    Row(
+        "secret ref in a flow mapping",
+        "shards: [{name: a, version: 0.33.0, rootShardKubeconfigSecretRef: {name: x}}]\n",
+        "shards: [{name: a, version: 0.33.0}]\n",
+    ),
+    Row(
+        "quoted key",
+        'shards:\n  - version: 0.34.0\n    "rootShardKubeconfigSecretRef": {name: x}\n'
+        "    name: a\n",
+        "shards:\n  - version: 0.34.0\n    name: a\n",
+    ),
+    Row(
+        "secret ref kept without a version",
+        "shards:\n  - name: a\n    rootShardKubeconfigSecretRef: {name: x}\n",
+        None,
+        says="no valid version",
+    ),
+    Row(
+        "compact nested list refused",
+        f"args:\n- - {FLAG}=/x\n  - --b\n",
+        None,
+        says="refusing to rewrite",
+    ),
+    Row("top-level list would be empty", f"- {FLAG}=/x\n", None, says="refusing to rewrite"),
+    Row("top-level list item removed", f"- {FLAG}=/x\n- --b\n", "- --b\n"),
+    Row(
+        "mount whose item ends in an alias is refused, not damaged",
+        "x: &a 1\nc:\n  - args: [" + FLAG + "=/etc/kcp/shard/kc]\n    volumeMounts:\n"
+        "      - name: kc\n        mountPath: /etc/kcp/shard\n        extra: *a\n",
+        None,
+        says="ends in an alias",
+        prune=True,
+    ),
+    Row(
+        "mount still used by another argument is not reported",
+        "c:\n  - args: [" + FLAG + "=/etc/kcp/k/root, --cache-kubeconfig=/etc/kcp/k/cache]\n"
+        "    volumeMounts:\n      - name: kc\n        mountPath: /etc/kcp/k\n",
+        "c:\n  - args: [--cache-kubeconfig=/etc/kcp/k/cache]\n"
+        "    volumeMounts:\n      - name: kc\n        mountPath: /etc/kcp/k\n",
+        prune=True,
+    ),
+    Row(
+        "volume shared with another container stays",
+        "spec:\n  containers:\n    - args: [" + FLAG + "=/etc/s/kc]\n"
+        "      volumeMounts: [{name: s, mountPath: /etc/s}]\n"
+        "    - volumeMounts: [{name: s, mountPath: /other}]\n"
+        "  volumes:\n    - name: s\n      secret: {secretName: s}\n",
+        "spec:\n  containers:\n    - args: []\n"
+        "      volumeMounts: []\n"
+        "    - volumeMounts: [{name: s, mountPath: /other}]\n"
+        "  volumes:\n    - name: s\n      secret: {secretName: s}\n",
+        prune=True,
+    ),
+    Row("empty file", "", ""),
+    Row("comments only", "# a\n# b\n", "# a\n# b\n"),
+    Row("duplicate keys are invalid", "a: 1\na: 2\n", None, says="invalid YAML"),
+    Row("tabs are invalid", "a:\n\t- b\n", None, says="invalid YAML"),
+]
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.id)
+def test_migrate(row: Row) -> None:
+    result = migrate_text(row.given, deprecating_release=RELEASE, prune_mounts=row.prune)
+    findings = result.changes + result.unneeded + result.warnings + result.errors
+    if row.want is None:
+        assert result.errors or not result.changed
+        assert result.text == row.given or result.errors
+    else:
+        assert not result.errors
+        assert result.text == row.want
+    if row.says:
+        assert any(row.says in f.message for f in findings), findings
+
+
+def test_refused_file_reports_the_reason_once() -> None:
+    result = migrate_text(f"- {FLAG}=/x\n", deprecating_release=RELEASE)
+    assert [e.message for e in result.errors] == [
+        "refusing to rewrite this file: line 1: would leave an empty list that is not "
+        "the value of a key; left unchanged"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("version", "removed"),
+    [("0.32.3", False), ("0.33.0-rc.1", False), ("0.33.0", True), ("1.0.0", True)],
+)
+def test_secret_ref_follows_the_deprecating_release(version: str, removed: bool) -> None:
+    text = f"shards:\n  - version: {version}\n    rootShardKubeconfigSecretRef: {{name: x}}\n"
+    result = migrate_text(text, deprecating_release=RELEASE)
+    assert ("rootShardKubeconfigSecretRef" not in result.text) == removed
+
+
+def test_release_is_configurable() -> None:
+    text = f"shards:\n  - version: 0.33.0\n    extraArgs: [{FLAG}=/x]\n"
+    later = migrate_text(text, deprecating_release=Version(0, 34, 0))
+    assert later.text == text
+    assert "kept: kcp 0.33.0" in later.warnings[0].message
+    assert migrate_text(text, deprecating_release=RELEASE).changed
+
+
+def test_non_root_without_cache_is_an_error_whatever_the_version() -> None:
+    text = "shards:\n  - name: a\n    version: 0.32.3\n    rootShardRef: {name: root}\n"
+    result = migrate_text(text, deprecating_release=RELEASE)
+    assert [(e.line, e.path) for e in result.errors] == [(2, "shards[0]")]
+    assert "--cache-kubeconfig is required" in result.errors[0].message
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"),
+    [
+        ((), "(document)"),
+        (("spec", "args", 2), "spec.args[2]"),
+        ((0, "a"), "[0].a"),
+        (
+            ("metadata", "labels", "app.kubernetes.io/name"),
+            "metadata.labels['app.kubernetes.io/name']",
+        ),
+    ],
+)
+def test_format_path(path: tuple[str | int, ...], shown: str) -> None:
+    assert format_path(path) == shown
