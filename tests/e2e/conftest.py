@@ -1,9 +1,10 @@
 """Fixtures for the end-to-end tests: a real local cluster, the CRDs, namespaces, the operator.
 
-By default the session starts its own kwok cluster (``hack/cluster.sh``, cluster name
-``kcp-shard-operator-e2e``, kubeconfig ``.cluster/e2e-kubeconfig``) and deletes it at the end,
-also after failures. ``E2E_USE_EXISTING_CLUSTER=1`` uses the cluster in ``KUBECONFIG`` instead and
-leaves it running; ``E2E_KEEP_CLUSTER=1`` keeps the started cluster for debugging.
+By default each session starts its own kwok cluster (``hack/cluster.sh``, name
+``kcp-shard-operator-e2e-<pid>`` or ``E2E_CLUSTER_NAME``, kubeconfig ``.cluster/<name>.kubeconfig``)
+and deletes it at the end, also after failures and SIGTERM; clusters of sessions that died are
+deleted at the next start. ``E2E_USE_EXISTING_CLUSTER=1`` uses the cluster in ``KUBECONFIG``
+instead and leaves it running; ``E2E_KEEP_CLUSTER=1`` keeps the started cluster for debugging.
 """
 
 from __future__ import annotations
@@ -29,8 +30,12 @@ from .kube import (
     cluster_script_env,
     create_namespace,
     delete_namespace,
+    kwok_clusters,
     log,
+    orphaned_clusters,
+    process_alive,
     run_visible,
+    session_cluster_name,
     tools_env,
 )
 
@@ -104,7 +109,13 @@ def cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
             found = _existing_cluster()
         yield found
         return
-    script_env = cluster_script_env(os.environ)
+    for orphan in orphaned_clusters(kwok_clusters(os.environ), process_alive):
+        with _uncaptured(pytestconfig):
+            log(f"deleting {orphan}, left behind by an ended test session")
+            run_visible(
+                [str(HACK / "cluster.sh"), "down"], env=cluster_script_env(os.environ, orphan)
+            )
+    script_env = cluster_script_env(os.environ, session_cluster_name(os.environ, os.getpid()))
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         with _uncaptured(pytestconfig):
@@ -148,7 +159,7 @@ def operator_process(
     """The operator as a local process watching ``namespace``; prints its log tail on failure."""
     operator = OperatorProcess(
         cluster=cluster,
-        args=["--namespace", namespace],
+        args=["--namespace", namespace, "--standalone"],
         log_path=tmp_path / "operator.log",
     )
     try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import socket
@@ -20,8 +21,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[2]
 HACK = REPO / "hack"
 CRD_FILE = REPO / "manifests" / "crds" / "kcpshard.dev_shards.yaml"
-E2E_CLUSTER_NAME = "kcp-shard-operator-e2e"
-E2E_KUBECONFIG = REPO / ".cluster" / "e2e-kubeconfig"
+E2E_CLUSTER_PREFIX = "kcp-shard-operator-e2e-"
 CLUSTER_TOOLS = ("kubernetes", "etcd", "kwok", "helm")
 
 T = TypeVar("T")
@@ -87,13 +87,50 @@ class Cluster:
         return proc.stdout
 
 
-def cluster_script_env(base: Mapping[str, str]) -> dict[str, str]:
-    """Environment for hack/cluster.sh managing the e2e cluster (never the developer's one)."""
+def cluster_script_env(base: Mapping[str, str], name: str) -> dict[str, str]:
+    """Environment for hack/cluster.sh managing the e2e cluster ``name``."""
     return {
         **base,
-        "CLUSTER_NAME": base.get("E2E_CLUSTER_NAME", E2E_CLUSTER_NAME),
-        "CLUSTER_KUBECONFIG": str(E2E_KUBECONFIG),
+        "CLUSTER_NAME": name,
+        "CLUSTER_KUBECONFIG": str(REPO / ".cluster" / f"{name}.kubeconfig"),
     }
+
+
+def session_cluster_name(base: Mapping[str, str], pid: int) -> str:
+    """``E2E_CLUSTER_NAME`` or a name owned by this test session's process id.
+
+    One cluster per session, so that concurrent sessions never delete each other's cluster.
+    """
+    return base.get("E2E_CLUSTER_NAME") or f"{E2E_CLUSTER_PREFIX}{pid}"
+
+
+def orphaned_clusters(names: list[str], alive: Callable[[int], bool]) -> list[str]:
+    """The session clusters in ``names`` whose owning process is gone."""
+    return [
+        name
+        for name in names
+        if name.startswith(E2E_CLUSTER_PREFIX)
+        and name.removeprefix(E2E_CLUSTER_PREFIX).isdigit()
+        and not alive(int(name.removeprefix(E2E_CLUSTER_PREFIX)))
+    ]
+
+
+def kwok_clusters(base: Mapping[str, str]) -> list[str]:
+    """Names of the kwok clusters in the project's kwok workdir."""
+    cache = Path(base.get("KCP_SHARD_CACHE") or Path.home() / ".cache" / "kcp-shard-operator")
+    clusters = cache / "kwok" / "clusters"
+    return sorted(p.name for p in clusters.iterdir()) if clusters.is_dir() else []
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process with this id exists."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def wait_for(
