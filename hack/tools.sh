@@ -2,7 +2,7 @@
 # Build the pinned local-cluster tools from their Go modules into a
 # version-keyed cache, reusing what is already there.
 #
-#   hack/tools.sh build [kubernetes|etcd|kwok|helm ...]   build what is missing
+#   hack/tools.sh build [kubernetes|etcd|kwok|helm|kcp ...]   build what is missing (kcp: on request)
 #   hack/tools.sh env                                     print export lines
 set -euo pipefail
 
@@ -21,6 +21,7 @@ K8S_DIR="${TOOLS_DIR}/kubernetes-${KUBERNETES_VERSION}"
 ETCD_DIR="${TOOLS_DIR}/etcd-${ETCD_VERSION}"
 KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
 HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
+KCP_DIR="${TOOLS_DIR}/kcp-${KCP_VERSION}"
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -90,6 +91,10 @@ build_helm() {
     "helm.sh/helm/v3/cmd/helm@${HELM_VERSION}"
 }
 
+build_kcp() {
+  "${HACK_DIR}/kcp-build.sh" "${KCP_VERSION}" "${KCP_DIR}" "${SRC_DIR}/kcp-${KCP_VERSION}"
+}
+
 ensure() {
   local name="$1" marker="$2" fn="$3"
   if [[ -x "${marker}" ]]; then
@@ -110,6 +115,7 @@ cmd_build() {
       etcd) ensure "etcd ${ETCD_VERSION}" "${ETCD_DIR}/etcd" build_etcd ;;
       kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
+      kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp" build_kcp ;;
       *) log "unknown tool: ${tool}"; exit 2 ;;
     esac
   done
@@ -126,6 +132,7 @@ cmd_env() {
   echo "export KWOK_ETCD_BINARY=${ETCD_DIR}/etcd"
   echo "export KWOK_CONTROLLER_BINARY=${KWOK_DIR}/kwok"
   echo "export KCP_SHARD_TOOLS_DIR=${TOOLS_DIR}"
+  echo "export KCP_BINARY=${KCP_DIR}/kcp"
 }
 
 case "${1:-build}" in

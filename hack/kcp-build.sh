@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Build `kcp` from the github.com/kcp-dev/kcp Go module at a release tag.
+#
+#   hack/kcp-build.sh VERSION OUT_DIR WORK_DIR
+#
+# kcp's go.mod cannot be built with `go install`: it replaces every k8s.io module with
+# kcp's kubernetes fork and points its staging modules (sdk, client-go, apimachinery/v2,
+# code-generator/v3, virtual-workspace-framework, or ./sdk in older releases) at folders
+# that are not in the module zip. The wrapper module in WORK_DIR copies the k8s.io
+# replaces and pins each local replace to the module published for the same release
+# (vN.<minor>.<patch> for a /vN module path). The fork's pseudo-versions are unknown to
+# the public checksum database, so checksums of github.com/kcp-dev modules come from
+# hack/kcp-VERSION.go.sum when present (recorded at the first successful build).
+set -euo pipefail
+
+VERSION="$1"
+OUT_DIR="$2"
+WORK="$3"
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+SUMS="${HACK_DIR}/kcp-${VERSION}.go.sum"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local GONOSUMDB=github.com/kcp-dev
+
+log() { printf '[kcp-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -1; }
+
+info="$(go mod download -json "github.com/kcp-dev/kcp@${VERSION}")"
+if grep -q '"Error"' <<<"${info}"; then
+  log "kcp ${VERSION} is not available from the Go module proxy:"
+  grep '"Error"' <<<"${info}" >&2
+  exit 1
+fi
+mod_file="$(json_field GoMod <<<"${info}")"
+commit="$(json_field Hash <<<"${info}")"
+build_date="$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(json_field Info <<<"${info}")")"
+kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "${mod_file}")"
+kube_minor="$(cut -d. -f2 <<<"${kube_version}")"
+
+mkdir -p "${WORK}" "${OUT_DIR}"
+{
+  printf 'module kcp-shard-operator/tools/kcp\n\ngo 1.23.0\n\nrequire github.com/kcp-dev/kcp %s\n\n' \
+    "${VERSION}"
+  # Remote replaces (the kubernetes fork), from blocks and single lines alike.
+  sed -e 's/^replace[[:space:]]*//' "${mod_file}" |
+    awk '$2 == "=>" && $3 !~ /^\.\.?\// && NF == 4 { printf "replace %s => %s %s\n", $1, $3, $4 }'
+  # Local replaces: the same release of the published staging module.
+  sed -e 's/^replace[[:space:]]*//' "${mod_file}" |
+    awk -v v="${VERSION}" '$2 == "=>" && $3 ~ /^\.\.?\// {
+      ver = v
+      if (match($1, /\/v[0-9]+$/)) { ver = substr($1, RSTART + 1) substr(v, 3) }
+      printf "replace %s => %s %s\n", $1, $1, ver
+    }'
+} >"${WORK}/go.mod"
+if [[ -f "${SUMS}" ]]; then
+  cp "${SUMS}" "${WORK}/go.sum"
+fi
+log "wrapper module in ${WORK}: $(grep -c '^replace' "${WORK}/go.mod") replaces, kubernetes ${kube_version}"
+grep -E '^replace github.com/kcp-dev/' "${WORK}/go.mod" >&2 || true
+
+git_version="${kube_version}+kcp-${VERSION}"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X ${pkg}.gitVersion=${git_version} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${kube_minor}"
+  ldflags+=" -X ${pkg}.gitCommit=${commit} -X ${pkg}.gitTreeState=clean"
+  ldflags+=" -X ${pkg}.buildDate=${build_date}"
+done
+
+cd "${WORK}"
+log "resolving modules ..."
+go list -deps github.com/kcp-dev/kcp/cmd/kcp >/dev/null
+log "compiling github.com/kcp-dev/kcp/cmd/kcp (${git_version}) ..."
+go build -trimpath -ldflags "${ldflags}" -o "${OUT_DIR}/" github.com/kcp-dev/kcp/cmd/kcp
+if [[ ! -f "${SUMS}" ]]; then
+  cp go.sum "${SUMS}"
+  log "recorded module checksums in ${SUMS}"
+fi
+"${OUT_DIR}/kcp" --version >&2
