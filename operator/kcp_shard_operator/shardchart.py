@@ -80,6 +80,20 @@ def _root_name(hostname: str) -> str:
     return label.removesuffix("-internal")
 
 
+def without_root_shard_flag(args: list[str]) -> list[str]:
+    """``args`` without the flag, in both its ``--flag=PATH`` and ``--flag PATH`` forms."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == ROOT_SHARD_KUBECONFIG_FLAG:
+            skip = True
+        elif not arg.startswith(ROOT_SHARD_KUBECONFIG_FLAG + "="):
+            out.append(arg)
+    return out
+
+
 def convert(
     values: Mapping[str, Any],
     *,
@@ -200,11 +214,7 @@ def convert(
         "serviceAccountKeySecretRef": {"name": f"{kcp_certs}-service-account-ca"},
     }
 
-    extra = [
-        str(flag)
-        for flag in v.get("kcp.extraFlags", [])
-        if not str(flag).startswith(ROOT_SHARD_KUBECONFIG_FLAG)
-    ]
+    extra = without_root_shard_flag([str(flag) for flag in v.get("kcp.extraFlags", [])])
     if v.get("kcp.v"):
         extra.insert(0, f"--v={v.get('kcp.v')}")
     batteries = v.get("kcp.batteries", [])
