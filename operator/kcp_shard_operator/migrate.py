@@ -603,6 +603,10 @@ class _Migration:
     ) -> list[_Edit]:
         text = self.src.text
         close = node.end_mark.index - 1
+        if text[close] not in "]}":
+            raise _RefuseError(
+                f"line {self.src.line_no(close)}: the flow collection does not end where parsed"
+            )
         runs: list[list[int]] = []
         for i in sorted(indices):
             if runs and runs[-1][-1] == i - 1:
