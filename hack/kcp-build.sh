@@ -68,6 +68,30 @@ done
 cd "${WORK}"
 log "resolving modules ..."
 go list -deps github.com/kcp-dev/kcp/cmd/kcp >/dev/null
+
+# A stand-in for a shard past the deprecating release, which the module proxy does not
+# serve: the same kcp with the identitycache controller not installed (nothing writes the
+# ConfigMap any more), built from a patched copy of the module in a second wrapper.
+kcp_dir="$(go list -m -f '{{.Dir}}' github.com/kcp-dev/kcp)"
+if grep -q '^func (s \*Server) installApiExportIdentityController(' "${kcp_dir}/pkg/server/controllers.go"; then
+  standin="${WORK}/without-identitycache"
+  rm -rf "${standin}"
+  mkdir -p "${standin}"
+  cp -r "${kcp_dir}" "${standin}/kcp"
+  chmod -R u+w "${standin}/kcp"
+  awk '/^func \(s \*Server\) installApiExportIdentityController\(/ { found = 1 }
+    found && /ShardName == corev1alpha1.RootShard \{/ { sub(/if .*\{/, "if true {"); found = 0 }
+    { print }' "${kcp_dir}/pkg/server/controllers.go" >"${standin}/kcp/pkg/server/controllers.go"
+  sed -e 's|^module .*|module kcp-shard-operator/tools/kcp-without-identitycache|' go.mod >"${standin}/go.mod"
+  echo "replace github.com/kcp-dev/kcp => ./kcp" >>"${standin}/go.mod"
+  cp go.sum "${standin}/go.sum"
+  log "compiling kcp-without-identitycache (stand-in for a post-deprecation shard) ..."
+  (cd "${standin}" && go build -trimpath \
+    -ldflags "${ldflags//+kcp-${VERSION}/+kcp-${VERSION}-without-identitycache}" \
+    -o "${OUT_DIR}/kcp-without-identitycache" github.com/kcp-dev/kcp/cmd/kcp)
+  "${OUT_DIR}/kcp-without-identitycache" --version >&2
+fi
+
 log "compiling github.com/kcp-dev/kcp/cmd/kcp (${git_version}) ..."
 go build -trimpath -ldflags "${ldflags}" -o "${OUT_DIR}/" github.com/kcp-dev/kcp/cmd/kcp
 if [[ ! -f "${SUMS}" ]]; then
