@@ -98,3 +98,10 @@ def test_stale_pdb_is_deleted_when_scaling_to_one() -> None:
 )
 def test_contains(actual: Any, desired: Any, expected: bool) -> None:
     assert contains(actual, desired) is expected
+
+
+def test_field_removed_from_spec_is_reapplied() -> None:
+    before = render_shard(make(shard_object(nodeSelector={"pool": "a"})), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in before.objects}
+    decision = plan(make(shard_object()), None, observed, RELEASE)
+    assert [o["kind"] for o in decision.apply] == ["Deployment"]

@@ -216,3 +216,4 @@ def register(registry: kopf.OperatorRegistry) -> None:
         watch = kopf.on.event(group_version, plural, labels=managed, registry=registry)
         watch(on_child_event)
     kopf.on.startup(registry=registry)(configure)
+    kopf.on.login(registry=registry)(kopf.login_via_client)

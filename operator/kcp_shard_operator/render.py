@@ -6,6 +6,8 @@ so what a user previews is what the operator applies.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
@@ -23,6 +25,7 @@ from kcp_shard_operator.versions import (
 PORT = 6443
 ROOT_DIRECTORY = "/var/lib/kcp"
 VERSION_ANNOTATION = f"{API_GROUP}/kcp-version"
+HASH_ANNOTATION = f"{API_GROUP}/config-hash"
 ROOT_SHARD_LABEL = f"{API_GROUP}/root-shard"
 
 
@@ -267,6 +270,17 @@ def _pdb(shard: Shard, root_name: str | None) -> JSON:
     }
 
 
+def stamped(obj: JSON) -> JSON:
+    """``obj`` annotated with a hash of itself.
+
+    A field dropped from the rendering changes the hash, so the operator re-applies
+    (and server-side apply removes the field) even though what is left still matches.
+    """
+    digest = hashlib.sha256(json.dumps(obj, sort_keys=True).encode()).hexdigest()[:16]
+    obj["metadata"].setdefault("annotations", {})[HASH_ANNOTATION] = digest
+    return obj
+
+
 def render_shard(shard: Shard, root: Shard | None, deprecating_release: Version) -> Rendered:
     """The children of ``shard``; ``root`` is required exactly for non-root shards."""
     root_name = None
@@ -278,10 +292,11 @@ def render_shard(shard: Shard, root: Shard | None, deprecating_release: Version)
         if not root.spec.is_root:
             raise SpecError("spec.rootShardRef", f"Shard {root_name!r} is not a root shard")
     pod, dropped, unused = _kcp_flags(shard, root_name, deprecating_release)
+    pdb = _pdb(shard, root_name) if shard.spec.replicas > 1 else None
     return Rendered(
-        deployment=_deployment(shard, root_name, pod),
-        service=_service(shard, root_name),
-        pdb=_pdb(shard, root_name) if shard.spec.replicas > 1 else None,
+        deployment=stamped(_deployment(shard, root_name, pod)),
+        service=stamped(_service(shard, root_name)),
+        pdb=stamped(pdb) if pdb else None,
         dropped_args=dropped,
         unused_refs=unused,
     )

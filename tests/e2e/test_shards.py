@@ -1,0 +1,273 @@
+"""The operator against a real API server: rollouts, ordering, drift, GC, validation."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import yaml
+
+from .kube import KubectlError, OperatorProcess, wait_for
+
+pytestmark = pytest.mark.e2e
+
+Kubectl = Callable[..., str]
+ROOT_FLAG = "--root-shard-kubeconfig-file"
+
+
+def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": version, "replicas": 1}
+    body.update(spec)
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "Shard",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    fields: dict[str, Any] = {
+        "rootShardRef": {"name": "root"},
+        "cache": {"kubeconfigSecretRef": {"name": "cache-kubeconfig"}},
+        "rootShardKubeconfigSecretRef": {"name": "root-admin-kubeconfig"},
+    }
+    fields.update(spec)
+    return shard(name, version, **fields)
+
+
+def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
+
+
+def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
+    return result
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond["type"] == type_:
+            return dict(cond)
+    return {}
+
+
+def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: float = 90) -> None:
+    def ready() -> bool:
+        obj = get(kubectl, ns, "shard", name)
+        status = obj.get("status", {})
+        return (
+            status.get("version") == version
+            and status.get("phase") == "Ready"
+            and condition(obj, "Ready").get("status") == "True"
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    wait_for(ready, timeout, f"Shard {name} Ready at kcp {version}")
+
+
+def template_version(kubectl: Kubectl, ns: str, name: str) -> str:
+    dep = get(kubectl, ns, "deployment", f"{name}-kcp")
+    return str(dep["spec"]["template"]["metadata"]["annotations"]["kcpshard.dev/kcp-version"])
+
+
+def patch_spec(kubectl: Kubectl, ns: str, name: str, spec: dict[str, Any]) -> None:
+    kubectl("patch", "-n", ns, "shard", name, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
+    out = kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    return [item["reason"] for item in json.loads(out)["items"]]
+
+
+def test_shards_roll_out_and_report_ready(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.32.3"), non_root("shard-1", "0.32.3"))
+    wait_ready(kubectl, namespace, "root", "0.32.3")
+    wait_ready(kubectl, namespace, "shard-1", "0.32.3")
+    dep = get(kubectl, namespace, "deployment", "shard-1-kcp")
+    args = dep["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig" in args
+    assert dep["metadata"]["ownerReferences"][0]["name"] == "shard-1"
+    assert get(kubectl, namespace, "service", "shard-1-kcp")["spec"]["ports"][0]["port"] == 6443
+    printed = kubectl("get", "shards", "-n", namespace)
+    assert "RUNNING" in printed.splitlines()[0]
+    assert "0.32.3" in printed
+
+
+def test_version_change_rolls_the_deployment(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(
+        kubectl,
+        namespace,
+        shard("root", "0.32.3", replicas=2, etcd={"endpoints": ["https://e:2379"]}),
+    )
+    wait_ready(kubectl, namespace, "root", "0.32.3")
+    assert get(kubectl, namespace, "pdb", "root-kcp")["spec"]["maxUnavailable"] == 1
+    patch_spec(kubectl, namespace, "root", {"version": "0.33.0"})
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    dep = get(kubectl, namespace, "deployment", "root-kcp")
+    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.33.0")
+    assert "RolledOut" in events(kubectl, namespace, "root")
+
+
+def test_non_root_waits_for_its_root(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.32.3"), non_root("shard-1", "0.32.3"))
+    wait_ready(kubectl, namespace, "root", "0.32.3")
+    wait_ready(kubectl, namespace, "shard-1", "0.32.3")
+    # The root's new pods cannot be scheduled: its rollout stays incomplete.
+    patch_spec(kubectl, namespace, "root", {"version": "0.33.0", "nodeSelector": {"pool": "none"}})
+    patch_spec(kubectl, namespace, "shard-1", {"version": "0.33.0"})
+
+    def waiting() -> bool:
+        cond = condition(get(kubectl, namespace, "shard", "shard-1"), "Progressing")
+        return cond.get("reason") == "WaitingForRootShard"
+
+    wait_for(waiting, 60, "shard-1 to wait for its root shard")
+    time.sleep(5)
+    assert template_version(kubectl, namespace, "shard-1") == "0.32.3"
+    assert get(kubectl, namespace, "shard", "root")["status"]["version"] == "0.32.3"
+    assert get(kubectl, namespace, "shard", "shard-1")["status"]["phase"] == "WaitingForRootShard"
+    assert "WaitingForRootShard" in events(kubectl, namespace, "shard-1")
+
+    kubectl(
+        "patch",
+        "-n",
+        namespace,
+        "shard",
+        "root",
+        "--type=json",
+        "-p",
+        '[{"op": "remove", "path": "/spec/nodeSelector"}]',
+    )
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+    args = get(kubectl, namespace, "deployment", "shard-1-kcp")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    assert not any(a.startswith(ROOT_FLAG) for a in args)
+
+
+def test_deprecated_flag_in_extra_args_is_dropped(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(
+        kubectl,
+        namespace,
+        shard("root", "0.33.0"),
+        non_root("shard-1", "0.33.0", extraArgs=[ROOT_FLAG, "/etc/x", "--v=3"]),
+    )
+    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+    args = get(kubectl, namespace, "deployment", "shard-1-kcp")["spec"]["template"]["spec"][
+        "containers"
+    ][0]["args"]
+    assert "--v=3" in args
+    assert ROOT_FLAG not in args
+    assert "/etc/x" not in args
+    cond = condition(get(kubectl, namespace, "shard", "shard-1"), "DeprecatedFlagDropped")
+    assert cond["status"] == "True"
+    assert f"{ROOT_FLAG} /etc/x" in cond["message"]
+    wait_for(
+        lambda: "IgnoredByKcpVersion" in events(kubectl, namespace, "shard-1"),
+        30,
+        "the IgnoredByKcpVersion event",
+    )
+
+
+def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    before = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
+    kubectl("annotate", "-n", namespace, "shard", "root", "touched=1")
+    time.sleep(5)
+    after = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
+    assert after == before, "the operator rewrote a Deployment that was already in sync"
+
+    kubectl("scale", "-n", namespace, "deployment", "root-kcp", "--replicas=4")
+    kubectl("set", "image", "-n", namespace, "deployment/root-kcp", "kcp=example/evil:1")
+
+    def restored() -> bool:
+        dep = get(kubectl, namespace, "deployment", "root-kcp")
+        image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
+        return bool(dep["spec"]["replicas"] == 1 and image == "ghcr.io/kcp-dev/kcp:v0.33.0")
+
+    wait_for(restored, 60, "the Deployment to be put back")
+    wait_for(lambda: "Updated" in events(kubectl, namespace, "root"), 30, "an Updated event")
+
+
+def test_deleting_a_shard_collects_its_children(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    kubectl("delete", "-n", namespace, "shard", "root", "--wait=true")
+
+    def gone() -> bool:
+        left = kubectl("get", "-n", namespace, "deployments,services,replicasets", "-o", "name")
+        return left.strip() == ""
+
+    wait_for(gone, 90, "garbage collection of root's children")
+
+
+@pytest.mark.parametrize(
+    ("obj", "message"),
+    [
+        (non_root("s", "0.33.0", cache={}), "need spec.cache.kubeconfigSecretRef"),
+        (shard("s", "v0.33.0"), "spec.version"),
+        (shard("s", "0.33.0", replicas=0), "spec.replicas"),
+        (shard("s", "0.33.0", replicas=2), "needs spec.etcd.endpoints"),
+    ],
+)
+def test_invalid_shards_are_refused(
+    crds: list[str], kubectl: Kubectl, namespace: str, obj: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(KubectlError) as refused:
+        apply(kubectl, namespace, obj)
+    assert message in str(refused.value)
+
+
+def test_root_shard_ref_is_immutable(crds: list[str], kubectl: Kubectl, namespace: str) -> None:
+    apply(kubectl, namespace, non_root("s", "0.33.0"))
+    with pytest.raises(KubectlError) as refused:
+        patch_spec(kubectl, namespace, "s", {"rootShardRef": {"name": "other"}})
+    assert "cannot be changed after creation" in str(refused.value)
+    with pytest.raises(KubectlError):
+        kubectl(
+            "patch",
+            "-n",
+            namespace,
+            "shard",
+            "s",
+            "--type=json",
+            "-p",
+            '[{"op": "remove", "path": "/spec/rootShardRef"}]',
+        )
+
+
+def test_invalid_spec_is_reported_in_status(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, non_root("orphan", "0.33.0"))
+
+    def degraded() -> dict[str, Any]:
+        return condition(get(kubectl, namespace, "shard", "orphan"), "Degraded")
+
+    cond = wait_for(
+        lambda: degraded() if degraded().get("status") == "True" else None,
+        60,
+        "orphan to be Degraded",
+    )
+    assert cond["reason"] == "RootShardNotFound"
+    with pytest.raises(KubectlError):
+        get(kubectl, namespace, "deployment", "orphan-kcp")
