@@ -38,6 +38,10 @@ fmt: install ## format and autofix
 unit: install ## unit tests only (no cluster)
 	$(BIN)/pytest -q -m 'not e2e'
 
+.PHONY: test
+test: install ## everything CI runs: build missing tools, lint, unit and e2e tests
+	hack/run-tests.sh
+
 .PHONY: tools
 tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator
 	hack/tools.sh build
@@ -54,6 +58,14 @@ cluster-down: ## delete the local cluster
 cluster-status: ## show the local cluster's components, version and nodes
 	CLUSTER=$(CLUSTER) hack/cluster.sh status
 
+.PHONY: demo
+demo: ## the main job: cluster up, chart installed, operator running, samples Ready
+	hack/demo.sh up
+
+.PHONY: demo-down
+demo-down: ## stop the demo operator and delete the cluster
+	hack/demo.sh down
+
 .PHONY: run
 run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
@@ -62,3 +74,17 @@ run: install ## run the operator locally against $$KUBECONFIG
 generate: install ## regenerate the CRD from the spec model and the render golden files
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev_shards.yaml
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
+
+CHART := charts/kcp-shard-operator
+
+.PHONY: manifests
+manifests: ## copy the CRD into the chart and render manifests/install.yaml from it (helm template)
+	cp manifests/crds/kcpshard.dev_shards.yaml $(CHART)/crds/kcpshard.dev_shards.yaml
+	hack/render-install.sh > manifests/install.yaml.tmp
+	mv manifests/install.yaml.tmp manifests/install.yaml
+
+.PHONY: chart-lint
+chart-lint: ## helm lint --strict the chart with its default values and each ci/*-values.yaml
+	eval "$$(hack/tools.sh env)"; \
+	helm lint --strict $(CHART); \
+	for values in $(CHART)/ci/*-values.yaml; do helm lint --strict $(CHART) -f "$$values"; done
