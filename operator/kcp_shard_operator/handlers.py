@@ -7,18 +7,26 @@ import logging
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import kopf
 
-from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
+from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
 from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
 from kcp_shard_operator.model import JSON, SpecError
 from kcp_shard_operator.reconcile import plan
 from kcp_shard_operator.render import child_name
+from kcp_shard_operator.shardclient import clean_shard
 from kcp_shard_operator.spec import Shard, parse_shard
-from kcp_shard_operator.status import Observation, events_between, invalid_status, shard_status
+from kcp_shard_operator.status import (
+    IDENTITY_CACHE_CLEANED,
+    Condition,
+    Observation,
+    events_between,
+    invalid_status,
+    shard_status,
+)
 from kcp_shard_operator.versions import Version
 
 CHILD_KINDS = (
@@ -117,7 +125,33 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             dropped_args=decision.dropped_args,
             unused_refs=decision.unused_refs,
         )
-        _write_status(ctx, obj, shard_status(shard, seen, _now()))
+        status = shard_status(shard, seen, _now())
+        cleaned = _clean_identity_cache(ctx, replace(shard, status=status), logger)
+        if cleaned is not None:
+            status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
+        _write_status(ctx, obj, status)
+
+
+def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Condition | None:
+    """Delete the stale ConfigMap when the decision says so; the condition to record."""
+    decision = identitycache.decide(
+        shard, ctx.settings.deprecating_release, enabled=ctx.settings.identity_cache_cleanup
+    )
+    if decision.action is not identitycache.Action.CLEAN:
+        return decision.condition
+    ref = shard.spec.admin_kubeconfig_secret_ref
+    assert ref is not None
+    kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    if kubeconfig is None:
+        return Condition(
+            IDENTITY_CACHE_CLEANED,
+            False,
+            "SecretNotFound",
+            f"key {ref.key!r} of Secret {ref.name!r} (spec.adminKubeconfigSecretRef) not found",
+        )
+    outcome = clean_shard(kubeconfig)
+    logger.info("identity-cache cleanup of %s: %s", shard.key, outcome.result.value)
+    return identitycache.cleaned_condition(outcome)
 
 
 def _root_of(ctx: Context, shard: Shard) -> Shard | None:
