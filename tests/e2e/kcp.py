@@ -1,0 +1,261 @@
+"""A real sharded kcp on this machine: a root shard and the non-root shard ``shard-1``.
+
+Two ``kcp start`` processes of the pinned old kcp (``KCP_VERSION`` in hack/versions.env),
+each with its own root directory and embedded etcd, on free 127.0.0.1 ports. ``shard-1``
+gets ``--root-shard-kubeconfig-file`` (the root's admin.kubeconfig, context shard-base) and
+``--cache-kubeconfig`` (the root shard's embedded cache server), so its identitycache
+controller writes the ConfigMap ``apiexport-identity-cache`` into ``system:shard``.
+
+kcp's own ``cmd/sharded-test-server`` is not used: it also needs the cache-server,
+front-proxy and virtual-workspaces binaries and fixed ports (6443, 6444+n).
+
+The pytest fixtures live in :mod:`tests.e2e.kcp_fixture`.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import yaml
+
+from .kube import build_tools, free_port, log, tools_env, wait_for
+
+CONFIGMAP_PATH = (
+    "/clusters/system:shard/api/v1/namespaces/default/configmaps/apiexport-identity-cache"
+)
+START_TIMEOUT = 240.0
+
+
+@dataclass
+class KcpProcess:
+    """One ``kcp start`` process serving one shard."""
+
+    name: str
+    binary: Path
+    root_dir: Path
+    port: int = field(default_factory=free_port)
+    etcd_client_port: int = field(default_factory=free_port)
+    etcd_peer_port: int = field(default_factory=free_port)
+    extra_args: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    _log: IO[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.root_dir / "admin.kubeconfig"
+
+    @property
+    def log_path(self) -> Path:
+        return self.root_dir.parent / f"{self.name}.log"
+
+    def args(self) -> list[str]:
+        return [
+            str(self.binary),
+            "start",
+            f"--root-directory={self.root_dir}",
+            "--bind-address=127.0.0.1",
+            "--external-hostname=127.0.0.1",
+            f"--secure-port={self.port}",
+            f"--shard-base-url={self.base_url}",
+            f"--shard-external-url={self.base_url}",
+            f"--embedded-etcd-client-port={self.etcd_client_port}",
+            f"--embedded-etcd-peer-port={self.etcd_peer_port}",
+            f"--embedded-etcd-directory={self.root_dir / 'etcd-server'}",
+            "--kubeconfig-path=admin.kubeconfig",
+            *self.extra_args,
+        ]
+
+    def start(self) -> None:
+        self.root_dir.mkdir(parents=True, exist_ok=True)
+        self._log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.args(),
+            cwd=self.root_dir,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, grace: float = 20) -> int | None:
+        """SIGTERM the process group, SIGKILL it after ``grace`` seconds."""
+        code: int | None = None
+        if self.process is not None:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGTERM)
+                try:
+                    self.process.wait(grace)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait()
+            code = self.process.returncode
+            self.process = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def log_tail(self, lines: int = 40) -> str:
+        if not self.log_path.exists():
+            return f"(no log at {self.log_path})"
+        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- last {len(tail)} lines of {self.log_path} ---\n" + "\n".join(tail)
+
+
+def _json(raw: bytes) -> dict[str, Any]:
+    """A JSON object body, or ``{"text": ...}`` for plain answers such as /readyz's "ok"."""
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return {"text": raw.decode(errors="replace")}
+    return value if isinstance(value, dict) else {"value": value}
+
+
+def _kubeconfig(path: Path) -> dict[str, Any]:
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    return loaded
+
+
+def _user_token(kubeconfig: dict[str, Any], user: str) -> str:
+    for item in kubeconfig["users"]:
+        if item["name"] == user:
+            return str(item["user"]["token"])
+    raise KeyError(user)
+
+
+@dataclass
+class ShardedKcp:
+    """A running root shard and ``shard-1``, plus independent HTTP helpers for assertions."""
+
+    workdir: Path
+    root: KcpProcess
+    shard: KcpProcess
+
+    def request(
+        self, shard: KcpProcess, method: str, path: str, user: str = "shard-admin"
+    ) -> tuple[int, dict[str, Any]]:
+        """One request to ``shard`` as ``user`` of its admin.kubeconfig."""
+        context = ssl.create_default_context(cafile=str(shard.root_dir / "apiserver.crt"))
+        token = _user_token(_kubeconfig(shard.admin_kubeconfig), user)
+        request = urllib.request.Request(
+            shard.base_url + path, method=method, headers={"Authorization": f"Bearer {token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10, context=context) as answer:
+                return answer.status, _json(answer.read())
+        except urllib.error.HTTPError as err:
+            return err.code, _json(err.read())
+
+    def configmap(self, shard: KcpProcess | None = None) -> dict[str, Any] | None:
+        """The identity-cache ConfigMap on ``shard`` (default ``shard-1``), or None."""
+        status, body = self.request(shard or self.shard, "GET", CONFIGMAP_PATH)
+        if status == 404:
+            return None
+        assert status == 200, f"GET {CONFIGMAP_PATH}: {status} {body}"
+        return body
+
+    def ready(self, shard: KcpProcess) -> bool:
+        if not shard.running():
+            raise AssertionError(f"kcp {shard.name} exited:\n{shard.log_tail()}")
+        try:
+            return self.request(shard, "GET", "/readyz")[0] == 200
+        except OSError:
+            return False
+
+    def wait_ready(self, shard: KcpProcess, timeout: float = START_TIMEOUT) -> float:
+        """Wait for admin.kubeconfig and /readyz; return the seconds it took."""
+        start = time.monotonic()
+        wait_for(
+            lambda: shard.admin_kubeconfig.exists() and self.ready(shard),
+            timeout,
+            f"kcp {shard.name} /readyz",
+        )
+        return time.monotonic() - start
+
+    def restart_shard(self, binary: Path) -> float:
+        """Restart ``shard-1`` on its data with ``binary``; return the seconds until ready."""
+        self.shard.stop()
+        self.shard.binary = binary
+        self.shard.start()
+        return self.wait_ready(self.shard)
+
+    def stop(self) -> None:
+        self.shard.stop()
+        self.root.stop()
+
+
+def cache_kubeconfig(root: KcpProcess) -> dict[str, Any]:
+    """Access to the root shard's embedded cache server as its shard-admin."""
+    ca = base64.b64encode((root.root_dir / "apiserver.crt").read_bytes()).decode()
+    token = _user_token(_kubeconfig(root.admin_kubeconfig), "shard-admin")
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "cache",
+                "cluster": {"server": root.base_url, "certificate-authority-data": ca},
+            }
+        ],
+        "users": [{"name": "cache", "user": {"token": token}}],
+        "contexts": [{"name": "cache", "context": {"cluster": "cache", "user": "cache"}}],
+        "current-context": "cache",
+    }
+
+
+def kcp_binaries() -> tuple[Path, Path]:
+    """The old kcp and the stand-in without the identitycache controller, built if missing."""
+    build_tools("kcp")
+    binary = Path(tools_env(os.environ)["KCP_BINARY"])
+    standin = binary.with_name("kcp-without-identitycache")
+    assert binary.exists(), f"{binary} missing after hack/tools.sh build kcp"
+    assert standin.exists(), f"{standin} missing: rerun hack/kcp-build.sh"
+    return binary, standin
+
+
+def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
+    """Start the root shard, then ``shard-1``; return once shard-1 wrote the ConfigMap."""
+    began = time.monotonic()
+    root = KcpProcess("root", binary, workdir / "root")
+    shard = KcpProcess("shard-1", binary, workdir / "shard-1")
+    kcp = ShardedKcp(workdir, root, shard)
+    try:
+        log(f"starting kcp root shard on {root.base_url} ({binary})")
+        root.start()
+        log(f"kcp root shard ready in {kcp.wait_ready(root):.1f}s")
+        cache = workdir / "cache.kubeconfig"
+        cache.write_text(yaml.safe_dump(cache_kubeconfig(root)))
+        cache.chmod(0o600)
+        shard.extra_args = [
+            "--shard-name=shard-1",
+            f"--root-shard-kubeconfig-file={root.admin_kubeconfig}",
+            f"--cache-kubeconfig={cache}",
+        ]
+        log(f"starting kcp shard-1 on {shard.base_url}")
+        shard.start()
+        log(f"kcp shard-1 ready in {kcp.wait_ready(shard):.1f}s")
+        wait_for(kcp.configmap, 120, "apiexport-identity-cache on shard-1")
+        log(f"sharded kcp up, ConfigMap written, {time.monotonic() - began:.1f}s in total")
+    except BaseException:
+        for process in (shard, root):
+            print(process.log_tail())
+        kcp.stop()
+        raise
+    return kcp
