@@ -25,8 +25,8 @@ install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and 
 
 .PHONY: lint
 lint: install ## ruff check, ruff format --check, mypy --strict
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tests bench
+	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy --strict
 
 .PHONY: fmt
@@ -41,6 +41,10 @@ unit: install ## unit tests only (no cluster)
 .PHONY: test
 test: install ## everything CI runs: build missing tools, lint, unit and e2e tests
 	hack/run-tests.sh
+
+.PHONY: bench
+bench: install ## benchmarks: print figures and write bench/results/latest.json
+	$(BIN)/python bench/bench.py
 
 .PHONY: tools
 tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator

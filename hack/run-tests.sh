@@ -15,8 +15,8 @@ step "building missing tools (cached in ~/.cache/kcp-shard-operator)"
 hack/tools.sh build kubernetes etcd kwok helm kcp
 
 step "lint: ruff check, ruff format --check, mypy --strict"
-"${BIN}/ruff" check operator tests
-"${BIN}/ruff" format --check operator tests
+"${BIN}/ruff" check operator tests bench
+"${BIN}/ruff" format --check operator tests bench
 "${BIN}/mypy" --strict
 
 step "pytest: unit and end-to-end tests"
