@@ -47,9 +47,7 @@ kubectl_c() { kubectl --kubeconfig "${CLUSTER_KUBECONFIG}" "$@"; }
 
 # KwokctlConfiguration with the options that have no command-line flag.
 write_kwokctl_config() {
-  local path="$1"
-  mkdir -p "$(dirname "${path}")"
-  cat >"${path}" <<EOF
+  cat >"$1" <<EOF
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
 options:
@@ -69,14 +67,19 @@ options:
 EOF
 }
 
-wait_ready() {
+wait_apiserver() {
   log "waiting for the API server to be healthy"
   local deadline=$((SECONDS + 120))
   until kubectl_c get --raw /readyz >/dev/null 2>&1; do
-    ((SECONDS < deadline)) || die "API server not ready after 120s (kubeconfig ${CLUSTER_KUBECONFIG})"
+    ((SECONDS < deadline)) ||
+      die "API server not ready after 120s (kubeconfig ${CLUSTER_KUBECONFIG}); try: $0 down && $0 up"
     sleep 1
   done
+}
+
+wait_nodes() {
   log "waiting for ${CLUSTER_NODES} node(s) to be Ready"
+  local deadline=$((SECONDS + 120))
   until [[ "$(kubectl_c get nodes --no-headers 2>/dev/null | wc -l)" -ge "${CLUSTER_NODES}" ]]; do
     ((SECONDS < deadline)) || die "fewer than ${CLUSTER_NODES} nodes registered after 120s"
     sleep 1
@@ -89,36 +92,49 @@ wait_ready() {
   done
 }
 
+kwok_exists() {
+  kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"
+}
+
 kwok_up() {
   load_tools
   "${HACK_DIR}/tools.sh" build kubernetes etcd kwok
-  local config="${KWOK_WORKDIR}/${CLUSTER_NAME}.kwokctl.yaml"
-  write_kwokctl_config "${config}"
+  if kwok_exists; then
+    log "kwok cluster ${CLUSTER_NAME} exists; starting any stopped component"
+    kwokctl --name "${CLUSTER_NAME}" start cluster
+  else
+    local config
+    config="$(mktemp --suffix .kwokctl.yaml)"
+    write_kwokctl_config "${config}"
+    log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
+    # An empty --kubeconfig keeps kwokctl from editing any kubeconfig (default ~/.kube/config).
+    kwokctl --name "${CLUSTER_NAME}" --config "${config}" create cluster \
+      --kubeconfig "" --wait "${WAIT_TIMEOUT}"
+    rm -f "${config}"
+  fi
   mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
-  log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
-  kwokctl --name "${CLUSTER_NAME}" --config "${config}" create cluster \
-    --kubeconfig "${CLUSTER_KUBECONFIG}" --wait "${WAIT_TIMEOUT}"
-  kubectl_c config use-context "kwok-${CLUSTER_NAME}" >/dev/null
+  (umask 077 && kwokctl --name "${CLUSTER_NAME}" get kubeconfig >"${CLUSTER_KUBECONFIG}")
+  wait_apiserver
   log "scaling to ${CLUSTER_NODES} fake node(s)"
   kwokctl --name "${CLUSTER_NAME}" scale node --replicas "${CLUSTER_NODES}"
-  wait_ready
+  wait_nodes
 }
 
 kwok_down() {
   load_tools
-  if kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"; then
+  if kwok_exists; then
     log "deleting kwok cluster ${CLUSTER_NAME}"
     kwokctl --name "${CLUSTER_NAME}" delete cluster --kubeconfig "${CLUSTER_KUBECONFIG}"
   else
     log "no kwok cluster ${CLUSTER_NAME}"
   fi
-  rm -f "${CLUSTER_KUBECONFIG}" "${KWOK_WORKDIR}/${CLUSTER_NAME}.kwokctl.yaml"
+  rm -f "${CLUSTER_KUBECONFIG}"
 }
 
 kind_require() {
   command -v kind >/dev/null ||
     die "CLUSTER=kind needs the 'kind' binary on PATH (and a Docker engine); use the default CLUSTER=kwok here"
-  command -v docker >/dev/null && docker info >/dev/null 2>&1 ||
+  command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1 ||
     die "CLUSTER=kind needs a running Docker engine, none found; use the default CLUSTER=kwok here"
 }
 
@@ -132,7 +148,8 @@ kind_up() {
   log "creating kind cluster ${CLUSTER_NAME}"
   kind create cluster --name "${CLUSTER_NAME}" --kubeconfig "${CLUSTER_KUBECONFIG}" \
     "${image_args[@]}" --wait "${WAIT_TIMEOUT}"
-  CLUSTER_NODES=1 wait_ready
+  wait_apiserver
+  CLUSTER_NODES=1 wait_nodes
 }
 
 kind_down() {
@@ -166,7 +183,7 @@ cmd_down() {
 cmd_status() {
   load_tools
   if [[ "${CLUSTER}" == kwok ]]; then
-    kwokctl get clusters | grep -qx "${CLUSTER_NAME}" || die "no kwok cluster ${CLUSTER_NAME}"
+    kwok_exists || die "no kwok cluster ${CLUSTER_NAME}"
     kwokctl --name "${CLUSTER_NAME}" get components
   fi
   [[ -f "${CLUSTER_KUBECONFIG}" ]] || die "no kubeconfig at ${CLUSTER_KUBECONFIG}"
