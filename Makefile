@@ -50,6 +50,14 @@ bench: install ## benchmarks: print figures and write bench/results/latest.json
 tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator
 	hack/tools.sh build
 
+.PHONY: kcp
+kcp: ## build kcp (KCP_VERSION) and the stand-in kcp-without-identitycache into the tools cache
+	hack/tools.sh build kcp
+
+.PHONY: kcp-test
+kcp-test: install kcp ## e2e tests of cleanup-identitycache against a real root shard + shard-1
+	$(BIN)/pytest -v tests/e2e/test_cleanup_cli.py
+
 .PHONY: cluster-up
 cluster-up: ## start the local cluster (CLUSTER=kwok default, or kind) and print its KUBECONFIG
 	CLUSTER=$(CLUSTER) hack/cluster.sh up
