@@ -101,7 +101,7 @@ def non_root(spec_version: str, status: dict[str, Any] | None, **spec: Any) -> d
         ),
         pytest.param(
             non_root("0.32.3", {"version": "0.32.3", "conditions": [NOT_CLEANED]}, **ADMIN),
-            True, Action.SKIP, "OlderVersion", None, id="old-version-not-cleaned-kept",
+            True, Action.SKIP, "OlderVersion", "OlderVersion", id="old-version-failure-reset",
         ),
     ],
 )  # fmt: skip

@@ -71,8 +71,8 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
 
     Cleans only a non-root shard whose completed rollout (``status.version`` equal to
     ``spec.version``) runs the deprecating release or later, has admin credentials, and is
-    not already recorded as cleaned. A shard that is or will be on an older version while
-    recorded as cleaned gets the condition reset: the old controller writes the ConfigMap again.
+    not already recorded as cleaned. A shard that is or will be on an older version gets an
+    existing condition reset (a rollback: the old controller writes the ConfigMap again).
     """
     if not enabled:
         return Decision(Action.SKIP, "Disabled", "identity-cache cleanup is switched off")
@@ -81,8 +81,8 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
     status: JSON = shard.status or {}
     running = _parse(status.get("version"))
     target = _parse(shard.spec.version)
-    previous = condition(status, IDENTITY_CACHE_CLEANED) or {}
-    cleaned = previous.get("status") == "True"
+    previous = condition(status, IDENTITY_CACHE_CLEANED)
+    cleaned = previous is not None and previous.get("status") == "True"
     old = [v for v in (running, target) if v is not None and v < deprecating_release]
     if old:
         message = (
@@ -90,14 +90,14 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
             f"it is deleted after the rollout to kcp >= {deprecating_release} completes"
         )
         reset = Condition(IDENTITY_CACHE_CLEANED, False, "OlderVersion", message)
-        return Decision(Action.SKIP, "OlderVersion", message, reset if cleaned else None)
+        return Decision(Action.SKIP, "OlderVersion", message, reset if previous else None)
     if running is None or running != target:
         return Decision(
             Action.SKIP,
             "RolloutInProgress",
             f"waiting for the rollout to kcp {shard.spec.version} to complete",
         )
-    if cleaned:
+    if cleaned and previous is not None:
         return Decision(Action.SKIP, "AlreadyCleaned", str(previous.get("message", "")))
     if shard.spec.admin_kubeconfig_secret_ref is None:
         message = (
