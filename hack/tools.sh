@@ -95,13 +95,31 @@ build_kcp() {
   "${HACK_DIR}/kcp-build.sh" "${KCP_VERSION}" "${KCP_DIR}" "${SRC_DIR}/kcp-${KCP_VERSION}"
 }
 
+# Build a tool once: concurrent runs wait on a per-tool lock, and a directory
+# counts as built only when its stamp exists (written after a finished build).
 ensure() {
-  local name="$1" marker="$2" fn="$3"
-  if [[ -x "${marker}" ]]; then
-    log "${name}: cached at $(dirname "${marker}")"
-  else
-    timed "${name}" "${fn}"
+  local name="$1" marker="$2" fn="$3" dir stamp lock_fd
+  dir="$(dirname "${marker}")"
+  stamp="${dir}/.complete"
+  if [[ -f "${stamp}" && -x "${marker}" ]]; then
+    log "${name}: cached at ${dir}"
+    return
   fi
+  mkdir -p "${TOOLS_DIR}"
+  exec {lock_fd}>"${dir}.lock"
+  if ! flock -n "${lock_fd}"; then
+    log "${name}: another build of it is running; waiting for it"
+    flock "${lock_fd}"
+  fi
+  if [[ -f "${stamp}" && -x "${marker}" ]]; then
+    log "${name}: built meanwhile at ${dir}"
+  else
+    rm -rf "${dir}"
+    timed "${name}" "${fn}"
+    [[ -x "${marker}" ]] || { log "${name}: the build left no ${marker}"; exit 1; }
+    touch "${stamp}"
+  fi
+  exec {lock_fd}>&-
 }
 
 cmd_build() {
