@@ -35,6 +35,8 @@ CONFIGMAP_PATH = (
     "/clusters/system:shard/api/v1/namespaces/default/configmaps/apiexport-identity-cache"
 )
 START_TIMEOUT = 240.0
+ROOT_LOGICALCLUSTER = "/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+ROOT_EXPORTS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apiexports"
 
 
 @dataclass
@@ -259,3 +261,24 @@ def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
         kcp.stop()
         raise
     return kcp
+
+
+def identity(obj: dict[str, Any] | None) -> tuple[str, str]:
+    assert obj is not None
+    return obj["metadata"]["uid"], obj["metadata"]["resourceVersion"]
+
+
+def root_state(kcp: ShardedKcp) -> dict[str, Any]:
+    """What the cleanup must never change on the root shard."""
+    status, cluster = kcp.request(kcp.root, "GET", ROOT_LOGICALCLUSTER)
+    assert status == 200, cluster
+    status, exports = kcp.request(kcp.root, "GET", ROOT_EXPORTS)
+    assert status == 200, exports
+    return {
+        "logicalcluster": identity(cluster),
+        "exports": sorted(
+            (e["metadata"]["name"], e["metadata"]["resourceVersion"], e["status"]["identityHash"])
+            for e in exports["items"]
+        ),
+        "configmap": kcp.configmap(kcp.root),
+    }

@@ -15,14 +15,11 @@ from typing import Any
 
 import pytest
 
-from .kcp import KcpProcess, ShardedKcp
+from .kcp import KcpProcess, ShardedKcp, identity, root_state
 from .kube import log, wait_for
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e
-
-ROOT_LOGICALCLUSTER = "/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
-ROOT_EXPORTS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apiexports"
 
 
 def cleanup(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -35,27 +32,6 @@ def cleanup(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
         timeout=60,
         check=False,
     )
-
-
-def identity(obj: dict[str, Any] | None) -> tuple[str, str]:
-    assert obj is not None
-    return obj["metadata"]["uid"], obj["metadata"]["resourceVersion"]
-
-
-def root_state(kcp: ShardedKcp) -> dict[str, Any]:
-    """What the cleanup must never change on the root shard."""
-    status, cluster = kcp.request(kcp.root, "GET", ROOT_LOGICALCLUSTER)
-    assert status == 200, cluster
-    status, exports = kcp.request(kcp.root, "GET", ROOT_EXPORTS)
-    assert status == 200, exports
-    return {
-        "logicalcluster": identity(cluster),
-        "exports": sorted(
-            (e["metadata"]["name"], e["metadata"]["resourceVersion"], e["status"]["identityHash"])
-            for e in exports["items"]
-        ),
-        "configmap": kcp.configmap(kcp.root),
-    }
 
 
 @pytest.fixture

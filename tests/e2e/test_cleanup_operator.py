@@ -1,0 +1,171 @@
+"""The operator's identity-cache cleanup against a real kcp shard.
+
+Shard objects live in the kwok cluster (their pods are simulated); the operator reaches the
+real ``shard-1`` of :mod:`tests.e2e.kcp` through the kubeconfig in
+``spec.adminKubeconfigSecretRef``. The upgrade of the real shard is played by restarting it
+on the stand-in binary (kcp without the identitycache controller) before the Shard's
+version is raised, the order in which a real rollout replaces the pods.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from .kcp import ShardedKcp, identity, root_state
+from .kube import OperatorProcess, log, wait_for
+
+pytest_plugins = ("tests.e2e.kcp_fixture",)
+pytestmark = pytest.mark.e2e
+
+Kubectl = Callable[..., str]
+CLEANED = "IdentityCacheCleaned"
+ADMIN_SECRET = "shard-1-admin"
+
+
+def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
+
+
+def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
+    return result
+
+
+def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
+    out = kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    return [item["reason"] for item in json.loads(out)["items"]]
+
+
+def admin_secret(kubectl: Kubectl, ns: str, kubeconfig: str) -> None:
+    secret = {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": ADMIN_SECRET},
+        "stringData": {"kubeconfig": kubeconfig},
+    }
+    apply(kubectl, ns, secret)
+
+
+def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": version, "replicas": 1, **spec}
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "Shard",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def shards(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A root Shard and shard-1, whose admin kubeconfig Secret reaches the real shard-1."""
+    return shard("root", version), shard(
+        "shard-1",
+        version,
+        rootShardRef={"name": "root"},
+        cache={"kubeconfigSecretRef": {"name": "cache-kubeconfig"}},
+        rootShardKubeconfigSecretRef={"name": "root-admin-kubeconfig"},
+        adminKubeconfigSecretRef={"name": ADMIN_SECRET},
+    )
+
+
+def set_version(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
+    patch = json.dumps({"spec": {"version": version}})
+    kubectl("patch", "-n", ns, "shard", name, "--type=merge", "-p", patch)
+
+
+def wait_rolled_out(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
+    def done() -> bool:
+        obj = get(kubectl, ns, "shard", name)
+        status = obj.get("status", {})
+        return bool(status.get("version") == version and status.get("phase") == "Ready")
+
+    wait_for(done, 90, f"Shard {name} rolled out at kcp {version}")
+
+
+def wait_cleaned(kubectl: Kubectl, ns: str, reason: str) -> dict[str, Any]:
+    """Wait for IdentityCacheCleaned with ``reason`` on shard-1 and return it."""
+
+    def seen() -> dict[str, Any] | None:
+        cond = cleaned(kubectl, ns)
+        return cond if cond.get("reason") == reason else None
+
+    found: dict[str, Any] = wait_for(seen, 90, f"IdentityCacheCleaned {reason} on shard-1")
+    return found
+
+
+def cleaned(kubectl: Kubectl, ns: str) -> dict[str, Any]:
+    obj = get(kubectl, ns, "shard", "shard-1")
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond["type"] == CLEANED:
+            return dict(cond)
+    return {}
+
+
+def test_operator_cleans_only_after_the_upgrade(
+    sharded_kcp: ShardedKcp,
+    standin_binary: Path,
+    operator_process: OperatorProcess,
+    kubectl: Kubectl,
+    namespace: str,
+) -> None:
+    present = wait_for(sharded_kcp.configmap, 60, "apiexport-identity-cache on shard-1")
+    root_before = root_state(sharded_kcp)
+    admin_secret(kubectl, namespace, sharded_kcp.shard.admin_kubeconfig.read_text())
+    apply(kubectl, namespace, *shards("0.32.3"))
+    wait_rolled_out(kubectl, namespace, "root", "0.32.3")
+    wait_rolled_out(kubectl, namespace, "shard-1", "0.32.3")
+    time.sleep(5)
+    assert cleaned(kubectl, namespace) == {}, "a shard on an old version is left alone"
+    assert identity(sharded_kcp.configmap()) == identity(present)
+
+    old_binary = sharded_kcp.shard.binary
+    try:
+        log(f"shard-1 on the stand-in after {sharded_kcp.restart_shard(standin_binary):.1f}s")
+        set_version(kubectl, namespace, "root", "0.33.0")
+        wait_rolled_out(kubectl, namespace, "root", "0.33.0")
+        set_version(kubectl, namespace, "shard-1", "0.33.0")
+        wait_rolled_out(kubectl, namespace, "shard-1", "0.33.0")
+        done = wait_cleaned(kubectl, namespace, "Deleted")
+        assert done["status"] == "True"
+        assert identity(present)[0] in done["message"]
+        assert sharded_kcp.configmap() is None
+        assert "Deleted" in events(kubectl, namespace, "shard-1")
+        assert cleaned(kubectl, namespace).get("status") == "True"
+        assert root_state(sharded_kcp) == root_before
+    finally:
+        log(f"shard-1 back on the old kcp in {sharded_kcp.restart_shard(old_binary):.1f}s")
+
+
+def test_operator_reports_forbidden_without_leaking_credentials(
+    sharded_kcp: ShardedKcp,
+    operator_process: OperatorProcess,
+    kubectl: Kubectl,
+    namespace: str,
+) -> None:
+    present = wait_for(sharded_kcp.configmap, 60, "apiexport-identity-cache on shard-1")
+    config = yaml.safe_load(sharded_kcp.shard.admin_kubeconfig.read_text())
+    config["contexts"] = [c for c in config["contexts"] if c["name"] != "shard-base"]
+    config["current-context"] = "base"
+    admin_secret(kubectl, namespace, yaml.safe_dump(config))
+    apply(kubectl, namespace, *shards("0.33.0"))
+    wait_rolled_out(kubectl, namespace, "shard-1", "0.33.0")
+    denied = wait_cleaned(kubectl, namespace, "Forbidden")
+    assert denied["status"] == "False"
+    assert "group system:masters" in denied["message"]
+    assert identity(sharded_kcp.configmap()) == identity(present)
+    shown = json.dumps(get(kubectl, namespace, "shard", "shard-1")) + kubectl(
+        "get", "events", "-n", namespace, "-o", "json"
+    )
+    assert "Forbidden" in events(kubectl, namespace, "shard-1")
+    for user in config["users"]:
+        assert user["user"]["token"] not in shown
+        assert user["user"]["token"] not in operator_process.log_tail(10_000)
