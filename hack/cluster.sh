@@ -15,6 +15,7 @@
 #                       ~/.kube/config is never touched
 #   KCP_SHARD_CACHE     cache root (default ~/.cache/kcp-shard-operator)
 #   KIND_NODE_IMAGE     node image for CLUSTER=kind (default: kind's own)
+#   KWOK_LOG_LEVEL      kwokctl log level (default WARN; INFO or DEBUG to see more)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -92,6 +93,9 @@ wait_nodes() {
   done
 }
 
+# kwokctl for this cluster; its INFO lines repeat what this script logs.
+kw() { kwokctl -v "${KWOK_LOG_LEVEL:-WARN}" --name "${CLUSTER_NAME}" "$@"; }
+
 kwok_exists() {
   kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"
 }
@@ -101,22 +105,22 @@ kwok_up() {
   "${HACK_DIR}/tools.sh" build kubernetes etcd kwok
   if kwok_exists; then
     log "kwok cluster ${CLUSTER_NAME} exists; starting any stopped component"
-    kwokctl --name "${CLUSTER_NAME}" start cluster
+    kw start cluster
   else
     local config
     config="$(mktemp --suffix .kwokctl.yaml)"
     write_kwokctl_config "${config}"
     log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
     # An empty --kubeconfig keeps kwokctl from editing any kubeconfig (default ~/.kube/config).
-    kwokctl --name "${CLUSTER_NAME}" --config "${config}" create cluster \
+    kw --config "${config}" create cluster \
       --kubeconfig "" --wait "${WAIT_TIMEOUT}"
     rm -f "${config}"
   fi
   mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
-  (umask 077 && kwokctl --name "${CLUSTER_NAME}" get kubeconfig >"${CLUSTER_KUBECONFIG}")
+  (umask 077 && kw get kubeconfig >"${CLUSTER_KUBECONFIG}")
   wait_apiserver
   log "scaling to ${CLUSTER_NODES} fake node(s)"
-  kwokctl --name "${CLUSTER_NAME}" scale node --replicas "${CLUSTER_NODES}"
+  kw scale node --replicas "${CLUSTER_NODES}"
   wait_nodes
 }
 
@@ -124,7 +128,7 @@ kwok_down() {
   load_tools
   if kwok_exists; then
     log "deleting kwok cluster ${CLUSTER_NAME}"
-    kwokctl --name "${CLUSTER_NAME}" delete cluster --kubeconfig "${CLUSTER_KUBECONFIG}"
+    kw delete cluster --kubeconfig "${CLUSTER_KUBECONFIG}"
   else
     log "no kwok cluster ${CLUSTER_NAME}"
   fi
@@ -184,7 +188,7 @@ cmd_status() {
   load_tools
   if [[ "${CLUSTER}" == kwok ]]; then
     kwok_exists || die "no kwok cluster ${CLUSTER_NAME}"
-    kwokctl --name "${CLUSTER_NAME}" get components
+    kw get components
   fi
   [[ -f "${CLUSTER_KUBECONFIG}" ]] || die "no kubeconfig at ${CLUSTER_KUBECONFIG}"
   kubectl_c version
