@@ -16,6 +16,7 @@
 #   KCP_SHARD_CACHE     cache root (default ~/.cache/kcp-shard-operator)
 #   KIND_NODE_IMAGE     node image for CLUSTER=kind (default: kind's own)
 #   KWOK_LOG_LEVEL      kwokctl log level (default WARN; INFO or DEBUG to see more)
+#   CLUSTER_WAIT_TIMEOUT  how long kwokctl/kind/kubectl wait for readiness (default 180s)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
