@@ -6,6 +6,7 @@ Use them from a test module with ``pytest_plugins = ("tests.e2e.kcp_fixture",)``
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -14,16 +15,27 @@ from .kcp import ShardedKcp, kcp_binaries, start_sharded_kcp
 from .kube import log
 
 
+@contextmanager
+def _visible(config: pytest.Config) -> Iterator[None]:
+    """Show progress of the long start-up and teardown while pytest captures output."""
+    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
+        yield
+
+
 @pytest.fixture(scope="session")
-def sharded_kcp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ShardedKcp]:
+def sharded_kcp(
+    tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
+) -> Iterator[ShardedKcp]:
     """A running root shard and shard-1 (old kcp), stopped at the end of the session."""
-    binary, _ = kcp_binaries()
-    kcp = start_sharded_kcp(tmp_path_factory.mktemp("kcp"), binary)
+    with _visible(pytestconfig):
+        binary, _ = kcp_binaries()
+        kcp = start_sharded_kcp(tmp_path_factory.mktemp("kcp"), binary)
     try:
         yield kcp
     finally:
-        kcp.stop()
-        log("sharded kcp stopped")
+        with _visible(pytestconfig):
+            kcp.stop()
+            log("sharded kcp stopped")
 
 
 @pytest.fixture(scope="session")
