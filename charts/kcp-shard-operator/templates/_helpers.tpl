@@ -1,0 +1,98 @@
+{{/* Chart name, overridable with nameOverride. */}}
+{{- define "kcp-shard-operator.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Full name prefix of the release's objects. */}}
+{{- define "kcp-shard-operator.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Chart name and version for the helm.sh/chart label. */}}
+{{- define "kcp-shard-operator.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels selecting the operator pods. */}}
+{{- define "kcp-shard-operator.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "kcp-shard-operator.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{/* Labels of every object of the release. */}}
+{{- define "kcp-shard-operator.labels" -}}
+helm.sh/chart: {{ include "kcp-shard-operator.chart" . }}
+{{ include "kcp-shard-operator.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/component: operator
+app.kubernetes.io/part-of: kcp
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Labels of the Shards rendered from .Values.shards (they are not part of the operator). */}}
+{{- define "kcp-shard-operator.shardLabels" -}}
+helm.sh/chart: {{ include "kcp-shard-operator.chart" . }}
+app.kubernetes.io/part-of: kcp
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end }}
+
+{{/* Name of the ServiceAccount the operator runs as. */}}
+{{- define "kcp-shard-operator.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "kcp-shard-operator.fullname" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Whether the replicas coordinate through kopf peering ("true" or ""). */}}
+{{- define "kcp-shard-operator.peering" -}}
+{{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
+{{- end }}
+
+{{/* Operator image reference. */}}
+{{- define "kcp-shard-operator.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
+{{- end }}
+
+{{/*
+RBAC rules for the namespaced resources the operator reads and writes, measured
+by running it with these rules and nothing else: Shards (kopf patches its
+finalizer and annotations) and their status (merge patch); the children it
+applies with server-side apply (apply needs create when the object is new; it
+deletes only PodDisruptionBudgets, garbage collection deletes the rest); the
+admin kubeconfig Secrets read by the identity-cache cleanup; core events posted
+by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namespace.
+*/}}
+{{- define "kcp-shard-operator.namespacedRules" -}}
+- apiGroups: ["kcpshard.dev"]
+  resources: ["shards"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["kcpshard.dev"]
+  resources: ["shards/status"]
+  verbs: ["patch"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+- apiGroups: ["policy"]
+  resources: ["poddisruptionbudgets"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get"]
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create"]
+{{- end }}
