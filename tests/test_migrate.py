@@ -6,7 +6,13 @@ from dataclasses import dataclass
 
 import pytest
 
-from kcp_shard_operator.migrate import format_path, migrate_text
+from kcp_shard_operator.migrate import (
+    RefuseError,
+    check_positions,
+    format_path,
+    migrate_text,
+    parse,
+)
 from kcp_shard_operator.versions import Version
 
 RELEASE = Version(0, 33, 0)
@@ -201,3 +207,20 @@ def test_non_root_without_cache_is_an_error_whatever_the_version() -> None:
 )
 def test_format_path(path: tuple[str | int, ...], shown: str) -> None:
     assert format_path(path) == shown
+
+
+POSITIONS = (
+    "a: &x plain\nb: !!str 'quoted'\nc: \"double\"\nd: |\n  block\ne: *x\n"
+    "f: [x, {k: v}]\ng:\nh: multi\n  line\n"
+)
+
+
+def test_positions_of_every_scalar_style_are_trusted() -> None:
+    check_positions(POSITIONS, parse(POSITIONS))
+
+
+@pytest.mark.parametrize("prefix", ["x: 1\n", "# c\n", "\n\n"])
+def test_offsets_that_do_not_match_the_text_are_refused(prefix: str) -> None:
+    """Nodes located in another text stand for a parser whose offsets are off."""
+    with pytest.raises(RefuseError, match="offsets cannot be trusted"):
+        check_positions(POSITIONS, parse(prefix + POSITIONS))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 import re
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -35,6 +36,8 @@ SHARD_CHART_KUBECONFIG_MOUNT = "/etc/kcp/shard"
 
 _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 _BREAK_CHARS = "\r\n\x85\u2028\u2029"
+_PROPERTIES = re.compile(r"^(?:[&!]\S*\s*)+")
+"""Anchors and tags in front of a node's content."""
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 Segment = str | int
@@ -65,7 +68,7 @@ class MigrationResult:
         return self.text != self.original
 
 
-class _RefuseError(Exception):
+class RefuseError(Exception):
     """The file has a layout this tool will not edit."""
 
 
@@ -541,12 +544,12 @@ class _Migration:
         while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
             j -= 1
         if j < 0 or text[j] != "-":
-            raise _RefuseError(
+            raise RefuseError(
                 f"line {self.src.line_no(item.start_mark.index)}: cannot find the list item's '-'"
             )
         span = self.whole_lines(j, _content_end(item))
         if span is None:
-            raise _RefuseError(
+            raise RefuseError(
                 f"line {self.src.line_no(j)}: the list item shares a line with other content "
                 "(or ends in an alias)"
             )
@@ -567,7 +570,7 @@ class _Migration:
             for k, v in mapping.value:
                 if v is node:
                     return self.after_key(k, marker)
-        raise _RefuseError(
+        raise RefuseError(
             f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
             "that is not the value of a key"
         )
@@ -584,7 +587,7 @@ class _Migration:
         while i < len(text) and text[i] in " \t":
             i += 1
         if i >= len(text) or text[i] != ":":
-            raise _RefuseError(f"line {self.src.line_no(i)}: cannot find the ':' after the key")
+            raise RefuseError(f"line {self.src.line_no(i)}: cannot find the ':' after the key")
         i += 1
         pos = i
         while True:
@@ -604,7 +607,7 @@ class _Migration:
         text = self.src.text
         close = node.end_mark.index - 1
         if text[close] not in "]}":
-            raise _RefuseError(
+            raise RefuseError(
                 f"line {self.src.line_no(close)}: the flow collection does not end where parsed"
             )
         runs: list[list[int]] = []
@@ -646,7 +649,7 @@ class _Migration:
 
     def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[_Edit]:
         if len(indices) == len(mapping.value):
-            raise _RefuseError(
+            raise RefuseError(
                 f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
             )
         if mapping.flow_style:
@@ -664,37 +667,15 @@ class _Migration:
                 next_key = mapping.value[i + 1][0]
                 between = text[start : next_key.start_mark.index]
                 if "#" in between:
-                    raise _RefuseError(
+                    raise RefuseError(
                         f"line {self.src.line_no(start)}: comments between keys on a list item line"
                     )
                 edits.append(_Edit(start, next_key.start_mark.index))
             else:
-                raise _RefuseError(
+                raise RefuseError(
                     f"line {self.src.line_no(start)}: the key shares its line with other content"
                 )
         return edits
-
-    def check_located(self) -> None:
-        """Each node to remove must hold, at its located offset, the text it was parsed from."""
-        text = self.src.text
-        for seq, indices in self.plan.seq_removals.values():
-            for i in indices:
-                item = seq.value[i]
-                raw = text[item.start_mark.index : item.end_mark.index]
-                if isinstance(item, ScalarNode) and item.value not in _unquote(raw):
-                    raise _RefuseError(
-                        f"line {self.src.line_no(item.start_mark.index)}: the located text "
-                        f"{raw!r} does not hold {item.value!r}"
-                    )
-        for mapping, indices in self.plan.pair_removals.values():
-            for i in indices:
-                key = mapping.value[i][0]
-                raw = text[key.start_mark.index : key.end_mark.index]
-                if _unquote(raw) != key.value:
-                    raise _RefuseError(
-                        f"line {self.src.line_no(key.start_mark.index)}: the located key "
-                        f"{raw!r} is not {key.value!r}"
-                    )
 
     def edits(self) -> list[_Edit]:
         out: list[_Edit] = []
@@ -719,10 +700,32 @@ def _image_tag(node: Node) -> str | None:
     return _scalar(_get(node, "tag"))
 
 
-def _unquote(raw: str) -> str:
-    if len(raw) >= 2 and raw[0] == raw[-1] and raw[0] in "'\"":
-        return raw[1:-1]
-    return raw
+def check_positions(text: str, docs: list[Node]) -> None:
+    """The parser's offsets must point at the text each scalar was read from.
+
+    This is the edit-by-offset counterpart of "the library reproduces the file":
+    every plain one-line scalar must read exactly its value at its offsets, and
+    every quoted or block scalar must start (and a quoted one end) with its
+    indicator. Anything else means the offsets cannot be trusted for editing.
+    """
+    for root in docs:
+        for node in _subtree(root):
+            if not isinstance(node, ScalarNode):
+                continue
+            start, end = node.start_mark.index, node.end_mark.index
+            raw = _PROPERTIES.sub("", text[start:end])
+            style = node.style
+            if style is None:
+                good = raw == node.value or _LINE_BREAK.search(raw) is not None
+            elif style in "'\"":
+                good = len(raw) >= 2 and raw[0] == raw[-1] == style
+            else:
+                good = raw[:1] == style
+            if not good:
+                raise RefuseError(
+                    f"line {_Source(text).line_no(start)}: the YAML parser places "
+                    f"{node.value!r} at {raw!r}; its offsets cannot be trusted for this file"
+                )
 
 
 def _search(visit: _Visit, match: Callable[[MappingNode], bool]) -> tuple[int, list[_Visit]]:
@@ -774,7 +777,7 @@ def _apply(text: str, edits: list[_Edit]) -> str:
             last = merged.pop()
             merged.append(_Edit(last.start, max(last.end, edit.end)))
         elif merged and edit.start < merged[-1].end:
-            raise _RefuseError("overlapping edits")
+            raise RefuseError("overlapping edits")
         else:
             merged.append(edit)
     out: list[str] = []
@@ -790,7 +793,7 @@ def _apply(text: str, edits: list[_Edit]) -> str:
 def _signature(node: Node, skip: set[int], memo: dict[int, object], depth: int = 0) -> object:
     """A comparable, style-free view of a node tree, leaving out nodes in ``skip``."""
     if depth > 200:
-        raise _RefuseError("document nests too deeply (or is recursive)")
+        raise RefuseError("document nests too deeply (or is recursive)")
     key = id(node)
     if key in memo:
         return memo[key]
@@ -817,10 +820,12 @@ def _signature(node: Node, skip: set[int], memo: dict[int, object], depth: int =
     return sig
 
 
-def _parse(text: str) -> list[Node]:
+def parse(text: str) -> list[Node]:
     """Compose every document, also loading them to catch constructor errors (duplicate keys)."""
-    list(YAML(typ="rt").load_all(text))
-    return [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. a reused anchor name: legal YAML
+        list(YAML(typ="rt").load_all(text))
+        return [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
 
 
 def migrate_text(
@@ -829,7 +834,7 @@ def migrate_text(
     """Remove the deprecated flag (and what only fed it) from one YAML stream."""
     migration = _Migration(text, deprecating_release, prune_mounts)
     try:
-        migration.docs = _parse(text)
+        migration.docs = parse(text)
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -850,10 +855,10 @@ def migrate_text(
     if not plan.changes:
         return result
     try:
-        migration.check_located()
+        check_positions(text, migration.docs)
         new_text = _apply(text, migration.edits())
         _verify(migration.docs, new_text, plan.skipped)
-    except _RefuseError as err:
+    except RefuseError as err:
         refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
         return MigrationResult(
             text, text, result.changes, result.unneeded, result.warnings, (*result.errors, refusal)
@@ -866,10 +871,10 @@ def migrate_text(
 def _verify(old_docs: list[Node], new_text: str, skipped: set[int]) -> None:
     """The rewritten text must parse to the original documents minus the removed nodes."""
     try:
-        new_docs = _parse(new_text)
+        new_docs = parse(new_text)
     except YAMLError as err:
-        raise _RefuseError(f"the edited text would not parse ({err})") from err
+        raise RefuseError(f"the edited text would not parse ({err})") from err
     expected = [_signature(d, skipped, {}) for d in old_docs]
     actual = [_signature(d, set(), {}) for d in new_docs]
     if expected != actual:
-        raise _RefuseError("the edited text would differ in more than the removed entries")
+        raise RefuseError("the edited text would differ in more than the removed entries")
