@@ -224,3 +224,22 @@ def test_offsets_that_do_not_match_the_text_are_refused(prefix: str) -> None:
     """Nodes located in another text stand for a parser whose offsets are off."""
     with pytest.raises(RefuseError, match="offsets cannot be trusted"):
         check_positions(POSITIONS, parse(prefix + POSITIONS))
+
+
+@pytest.mark.parametrize(
+    ("sharding", "reported"),
+    [
+        ("{enabled: true}", False),
+        ("{enabled: true, isRoot: true}", False),
+        ("{enabled: false, isRoot: false}", False),
+        ("{enabled: true, isRoot: false}", True),
+    ],
+)
+def test_shard_chart_admin_secret_reported_for_non_root_only(sharding: str, reported: bool) -> None:
+    text = f"kcp: {{tag: v0.33.0}}\ncache: {{enabled: true}}\nsharding: {sharding}\n"
+    result = migrate_text(text, deprecating_release=RELEASE)
+    assert not result.errors
+    assert [
+        f.message.startswith("Secret <release>-shard-shard-admin-kubeconfig")
+        for f in result.unneeded
+    ] == ([True] if reported else [])

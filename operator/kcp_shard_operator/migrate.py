@@ -353,12 +353,24 @@ class _Migration:
 
     def _shard_chart_values(self, root: MappingNode) -> None:
         """Values of the deprecated kcp ``shard`` chart, whose template renders the flag."""
+        kcp = _get(root, "kcp")
+        if not isinstance(kcp, MappingNode):
+            return
+        ignored = _get(kcp, "sharding")
+        if isinstance(ignored, MappingNode):
+            self.plan.warnings.append(
+                self.find(
+                    ignored,
+                    ("kcp", "sharding"),
+                    "read by nothing in the deprecated shard chart, which reads the "
+                    "top-level sharding.*",
+                )
+            )
         sharding = _get(root, "sharding")
-        if not isinstance(sharding, MappingNode) or not isinstance(_get(root, "kcp"), MappingNode):
+        is_root = _get(sharding, "isRoot")
+        if not _truthy(_get(sharding, "enabled")) or is_root is None or _truthy(is_root):
             return
-        if not _truthy(_get(sharding, "enabled")) or _truthy(_get(sharding, "isRoot")):
-            return
-        where = _get(sharding, "isRoot") or sharding
+        where = is_root
         path: tuple[Segment, ...] = ("sharding", "isRoot")
         if not (
             _truthy(_get(_get(root, "cache"), "enabled"))
