@@ -150,6 +150,11 @@ class ShardedKcp:
     root: KcpProcess
     shard: KcpProcess
 
+    @property
+    def client_ca(self) -> Path:
+        """The CA of ``shard-1``'s ``--client-ca-file`` (its key lies next to it)."""
+        return self.workdir / "client-ca" / "ca.crt"
+
     def request(
         self, shard: KcpProcess, method: str, path: str, user: str = "shard-admin"
     ) -> tuple[int, dict[str, Any]]:
@@ -232,6 +237,36 @@ def kcp_binaries() -> tuple[Path, Path]:
     return binary, standin
 
 
+def _openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def openssl_ca(folder: Path) -> Path:
+    """A throw-away client CA (``ca.crt``, ``ca.key`` in ``folder``); returns the cert."""
+    folder.mkdir(parents=True, exist_ok=True)
+    _openssl(
+        "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", str(folder / "ca.key"), "-out", str(folder / "ca.crt"), "-days", "1",
+        "-subj", "/CN=kcp-shard-operator-e2e-client-ca",
+    )  # fmt: skip
+    return folder / "ca.crt"
+
+
+def client_certificate(ca: Path, folder: Path, user: str, group: str) -> tuple[Path, Path]:
+    """A client certificate for ``user`` in ``group``, signed by the CA at ``ca``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    key, csr, crt = folder / f"{user}.key", folder / f"{user}.csr", folder / f"{user}.crt"
+    _openssl(
+        "req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+        "-keyout", str(key), "-out", str(csr), "-subj", f"/O={group}/CN={user}",
+    )  # fmt: skip
+    _openssl(
+        "x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca.with_suffix(".key")),
+        "-CAcreateserial", "-out", str(crt), "-days", "1",
+    )  # fmt: skip
+    return crt, key
+
+
 def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
     """Start the root shard, then ``shard-1``; return once shard-1 wrote the ConfigMap."""
     began = time.monotonic()
@@ -245,10 +280,12 @@ def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
         cache = workdir / "cache.kubeconfig"
         cache.write_text(yaml.safe_dump(cache_kubeconfig(root)))
         cache.chmod(0o600)
+        client_ca = openssl_ca(workdir / "client-ca")
         shard.extra_args = [
             "--shard-name=shard-1",
             f"--root-shard-kubeconfig-file={root.admin_kubeconfig}",
             f"--cache-kubeconfig={cache}",
+            f"--client-ca-file={client_ca}",
         ]
         log(f"starting kcp shard-1 on {shard.base_url}")
         shard.start()

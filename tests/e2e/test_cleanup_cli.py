@@ -7,6 +7,8 @@ which shard-1 is put back on the old binary for later users of the fixture.
 
 from __future__ import annotations
 
+import base64
+import os
 import subprocess
 import sys
 import time
@@ -14,15 +16,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
-from .kcp import KcpProcess, ShardedKcp, identity, root_state
+from .kcp import KcpProcess, ShardedKcp, client_certificate, identity, root_state
 from .kube import log, wait_for
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e
 
 
-def cleanup(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def cleanup(
+    kubeconfig: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """Run the real command line as a separate process."""
     exe = Path(sys.executable).parent / "kcp-shard-operator"
     return subprocess.run(
@@ -31,6 +36,7 @@ def cleanup(kubeconfig: Path, *args: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=60,
         check=False,
+        env=env,
     )
 
 
@@ -75,6 +81,63 @@ def test_forbidden_without_system_masters(sharded_kcp: ShardedKcp, present: dict
         if "token:" in line
     )
     assert token_line.split("token:")[1].strip() not in result.stdout + result.stderr
+
+
+def cert_kubeconfig(kcp: ShardedKcp, cert: Path, key: Path, inline: bool) -> dict[str, Any]:
+    """A kubeconfig for shard-1 authenticating with a client certificate."""
+    ca = base64.b64encode((kcp.shard.root_dir / "apiserver.crt").read_bytes()).decode()
+    if inline:
+        user = {
+            "client-certificate-data": base64.b64encode(cert.read_bytes()).decode(),
+            "client-key-data": base64.b64encode(key.read_bytes()).decode(),
+        }
+    else:
+        user = {"client-certificate": cert.name, "client-key": key.name}
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": "shard-1",
+                "cluster": {
+                    "server": f"{kcp.shard.base_url}/clusters/root",
+                    "certificate-authority-data": ca,
+                },
+            }
+        ],
+        "users": [{"name": "cert", "user": user}],
+        "contexts": [{"name": "cert", "context": {"cluster": "shard-1", "user": "cert"}}],
+        "current-context": "cert",
+    }
+
+
+@pytest.mark.parametrize(
+    ("group", "inline", "code", "expected"),
+    [
+        ("system:masters", True, 0, "dry run: would delete"),
+        ("system:masters", False, 0, "dry run: would delete"),
+        ("e2e-nobody", True, 1, "error (Forbidden)"),
+    ],
+)
+def test_client_certificates(
+    sharded_kcp: ShardedKcp,
+    present: dict[str, Any],
+    tmp_path: Path,
+    group: str,
+    inline: bool,
+    code: int,
+    expected: str,
+) -> None:
+    cert, key = client_certificate(sharded_kcp.client_ca, tmp_path, "e2e-user", group)
+    path = tmp_path / "cert.kubeconfig"
+    path.write_text(yaml.safe_dump(cert_kubeconfig(sharded_kcp, cert, key, inline)))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    result = cleanup(path, "--dry-run", env={**os.environ, "TMPDIR": str(scratch)})
+    assert result.returncode == code, result.stdout + result.stderr
+    assert expected in result.stdout + result.stderr
+    assert list(scratch.iterdir()) == [], "inline key material must not stay on disk"
+    assert identity(sharded_kcp.configmap()) == identity(present)
 
 
 def test_unreachable_shard_fails_clearly(sharded_kcp: ShardedKcp, tmp_path: Path) -> None:
