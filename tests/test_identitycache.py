@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import base64
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 
+from kcp_shard_operator.cli import main
+from kcp_shard_operator.cmd_cleanup import report
 from kcp_shard_operator.identitycache import (
     ROOT_TYPE_ANNOTATION,
     Action,
     Found,
     KubeconfigError,
+    Outcome,
     Response,
     Result,
     base_url,
@@ -27,6 +30,7 @@ from kcp_shard_operator.identitycache import (
     root_logicalcluster_url,
     target_from_kubeconfig,
 )
+from kcp_shard_operator.shardclient import clean_shard
 from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED
 from kcp_shard_operator.versions import Version
 
@@ -346,3 +350,63 @@ def test_interpret_delete(status: int, result: Result, ok: bool, retry: bool) ->
 def test_cleaned_condition(status: int, result: str, truth: bool) -> None:
     cond = cleaned_condition(interpret_delete(BASE, FOUND, Response(status, {})))
     assert (cond.type, cond.status, cond.reason) == (IDENTITY_CACHE_CLEANED, truth, result)
+
+
+@pytest.mark.parametrize(
+    ("outcome", "out", "err"),
+    [
+        (
+            interpret_delete(BASE, FOUND, Response(200, {})),
+            [f"found {FOUND.describe()}", f"deleted {FOUND.describe()} on {BASE}"],
+            [],
+        ),
+        (
+            interpret_get(BASE, Response(404, {})),
+            [f"no apiexport-identity-cache in system:shard on {BASE}"],
+            [],
+        ),
+        (
+            interpret_delete(BASE, FOUND, Response(403, {"message": "no"})),
+            [f"found {FOUND.describe()}"],
+            ["error (Forbidden): "],
+        ),
+        (
+            interpret_root_probe(BASE, Response(200, {})),
+            [],
+            [f"error (RootShard): {BASE} is a root shard"],
+        ),
+    ],
+)
+def test_report(outcome: Outcome | Found | None, out: list[str], err: list[str]) -> None:
+    assert isinstance(outcome, Outcome)
+    lines, errors = report(outcome)
+    assert lines == out
+    assert len(errors) == len(err)
+    for line, start in zip(errors, err, strict=True):
+        assert line.startswith(start)
+
+
+@pytest.mark.parametrize(
+    ("kubeconfig", "words"),
+    [
+        (b"clusters: [unclosed", "not valid YAML"),
+        (b"- a list", "not a kubeconfig mapping"),
+        (b"{}", "no current-context"),
+    ],
+)
+def test_clean_shard_reports_unusable_kubeconfigs(kubeconfig: bytes, words: str) -> None:
+    outcome = clean_shard(kubeconfig)
+    assert outcome.result is Result.FAILED
+    assert words in outcome.message
+    assert not outcome.ok
+
+
+def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["cleanup-identitycache", "--kubeconfig", str(tmp_path / "missing")]) == 1
+    assert "cannot read" in capsys.readouterr().err
+    broken = tmp_path / "kubeconfig"
+    broken.write_text("current-context: gone\ncontexts: []\n")
+    assert main(["cleanup-identitycache", "--kubeconfig", str(broken), "--dry-run"]) == 1
+    assert "error (Failed): unusable kubeconfig: current-context 'gone' not found" in (
+        capsys.readouterr().err
+    )
