@@ -362,8 +362,9 @@ def interpret_root_probe(base: str, response: Response) -> Outcome | None:
         )
         return Outcome(
             Result.ROOT_SHARD,
-            f"{base} is a root shard (it serves logical cluster {ROOT_CLUSTER}, type {kind}); "
-            f"root shards never have {CONFIGMAP_NAME}: refusing to touch it",
+            f"{base} is a root shard (it serves logical cluster {ROOT_CLUSTER}, type {kind}; "
+            "a front-proxy forwarding there looks the same): refusing to touch it. "
+            f"{CONFIGMAP_NAME} exists on non-root shards only; use the shard's own URL",
         )
     return _unexpected(base, "checking for a root shard", response)
 
