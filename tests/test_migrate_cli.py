@@ -45,7 +45,7 @@ def test_prints_result_and_leaves_file(
     assert path.read_bytes() == golden("project-chart-values.in.yaml")
     first = err.decode().splitlines()[0]
     assert first == (
-        f"{path}:25: shards[1].rootShardKubeconfigSecretRef: removed "
+        f"{path}:28: shards[1].rootShardKubeconfigSecretRef: removed "
         "rootShardKubeconfigSecretRef (kcp 0.33.0 ignores --root-shard-kubeconfig-file)"
     )
 

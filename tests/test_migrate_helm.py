@@ -1,0 +1,93 @@
+"""Migrated values through the real chart: ``helm template`` of charts/kcp-shard-operator.
+
+Checks with the real helm binary (built by hack/tools.sh) that migrated values
+still pass the chart's schema and render exactly the intended difference, and
+that Shards converted from the deprecated kcp ``shard`` chart are accepted as
+``shards:`` items of this project's chart.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kcp_shard_operator.shardchart import without_root_shard_flag
+from kcp_shard_operator.spec import parse_shard
+from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+from tests.e2e.kube import REPO, build_tools, log, tools_env
+
+pytestmark = pytest.mark.e2e
+
+CHART = REPO / "charts" / "kcp-shard-operator"
+GOLDEN = Path(__file__).parent / "golden" / "migrate"
+REF = "rootShardKubeconfigSecretRef"
+
+
+@pytest.fixture(scope="module")
+def helm_env() -> dict[str, str]:
+    log("building/locating helm with hack/tools.sh")
+    build_tools("helm")
+    return tools_env(os.environ)
+
+
+def helm_template(env: Mapping[str, str], values: Path) -> list[dict[str, Any]]:
+    proc = subprocess.run(
+        [
+            "helm",
+            "template",
+            "migrated",
+            str(CHART),
+            "--kube-version",
+            env["KWOK_KUBE_VERSION"],
+            "-f",
+            str(values),
+        ],
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
+
+
+def shards(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Shard"}
+
+
+def test_migrated_chart_values_render_the_intended_difference(helm_env: dict[str, str]) -> None:
+    before = helm_template(helm_env, GOLDEN / "project-chart-values.in.yaml")
+    after = helm_template(helm_env, GOLDEN / "project-chart-values.out.yaml")
+    assert [d for d in before if d["kind"] != "Shard"] == [d for d in after if d["kind"] != "Shard"]
+    old, new = shards(before), shards(after)
+    assert sorted(old) == sorted(new) == ["alpha", "beta", "gamma", "root"]
+    expected = copy.deepcopy(old)
+    for name in ("alpha", "gamma"):
+        spec = expected[name]["spec"]
+        del spec[REF]
+        if "extraArgs" in spec:
+            spec["extraArgs"] = without_root_shard_flag(spec["extraArgs"])
+    assert new == expected
+    assert REF in new["beta"]["spec"]
+    for obj in new.values():
+        parse_shard(obj, DEFAULT_DEPRECATING_RELEASE)
+
+
+@pytest.mark.parametrize("case", ["shard-chart-root", "shard-chart-nonroot"])
+def test_converted_shard_fits_the_chart(
+    case: str, helm_env: dict[str, str], tmp_path: Path
+) -> None:
+    manifest = yaml.safe_load((GOLDEN / f"{case}.shard.yaml").read_text())
+    item = {"name": manifest["metadata"]["name"], **manifest["spec"]}
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"shards": [item]}))
+    rendered = shards(helm_template(helm_env, values))
+    assert list(rendered) == [item["name"]]
+    assert rendered[item["name"]]["spec"] == manifest["spec"]
