@@ -303,7 +303,8 @@ def test_watch_namespaces_switch_to_roles() -> None:
             "apiGroups": ["apiextensions.k8s.io"],
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
-        }
+        },
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     ]
     roles = of_kind(objects, "Role")
     bindings = of_kind(objects, "RoleBinding")
