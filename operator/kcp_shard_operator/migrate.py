@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
-from ruamel.yaml.error import YAMLError
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kcp_shard_operator.versions import (
@@ -38,6 +38,7 @@ _LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
 _BREAK_CHARS = "\r\n\x85\u2028\u2029"
 _PROPERTIES = re.compile(r"^(?:[&!]\S*\s*)+")
 """Anchors and tags in front of a node's content."""
+MERGE_TAG = "tag:yaml.org,2002:merge"
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 Segment = str | int
@@ -247,6 +248,9 @@ class _Migration:
         self.docs: list[Node] = []
         self.ends: list[int] = []
         self.shard_specs: dict[int, Version | None] = {}
+        self.key_of: dict[int, Node] = {}
+        self.mounts: dict[int, list[_Visit]] = {}
+        self.volumes: dict[int, list[_Visit]] = {}
 
     def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
         return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
@@ -260,6 +264,8 @@ class _Migration:
                 node = visit.node
                 if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
                     self.ends.append(node.end_mark.index)
+                if isinstance(node, MappingNode):
+                    self._index(visit)
             for visit in visits:
                 self._find_shards(visit)
             if isinstance(root, MappingNode):
@@ -270,6 +276,22 @@ class _Migration:
                 elif isinstance(visit.node, ScalarNode) and visit.path:
                     self._stray_flag(visit)
         self.ends.sort()
+
+    def _index(self, visit: _Visit) -> None:
+        """Remember keys of values, and named mappings (mounts, volumes) under each ancestor."""
+        node = visit.node
+        for key, value in node.value:
+            self.key_of.setdefault(id(value), key)
+        if not _scalar(_get(node, "name")):
+            return
+        if _get(node, "mountPath") is not None:
+            index = self.mounts
+        elif len(node.value) > 1:
+            index = self.volumes
+        else:
+            return
+        for ancestor in visit.ancestors:
+            index.setdefault(id(ancestor), []).append(visit)
 
     def _stray_flag(self, visit: _Visit) -> None:
         parent = visit.ancestors[-1] if visit.ancestors else None
@@ -458,12 +480,8 @@ class _Migration:
     def _mounts_for(self, path: str, visit: _Visit) -> None:
         """Report (or prune) the volumeMount and volume that held the removed kubeconfig."""
         target = posixpath.normpath(path)
-        level, mounts = _search(
-            visit,
-            lambda n: (
-                bool(_scalar(_get(n, "name")))
-                and _mount_covers(_scalar(_get(n, "mountPath")), target)
-            ),
+        level, mounts = self._nearest(
+            visit, self.mounts, lambda n: _mount_covers(_scalar(_get(n, "mountPath")), target)
         )
         for mount in mounts:
             mount_path_node = _get(mount.node, "mountPath")
@@ -478,21 +496,34 @@ class _Migration:
             if still_used:
                 continue
             name = _scalar(_get(mount.node, "name")) or ""
-            self._report_unneeded(
-                mount, (*visit.path[:level], *mount.path), f"volumeMount {name} at {mount_path}"
-            )
-            vol_level, volumes = _search(visit, _volume_named(name))
+            self._report_unneeded(mount, f"volumeMount {name} at {mount_path}")
+            vol_level, volumes = self._nearest(visit, self.volumes, _named(name))
             shared = any(
-                v.node is not mount.node and _scalar(_get(v.node, "name")) == name
-                for v in _walk(visit.ancestors[vol_level])
-                if _get(v.node, "mountPath") is not None
+                m.node is not mount.node and _named(name)(m.node)
+                for m in self.mounts.get(id(visit.ancestors[vol_level]), [])
             )
             for vol in [] if shared else volumes:
                 secret = _scalar(_get(_get(vol.node, "secret"), "secretName"))
                 what = f"volume {name}" + (f" (Secret {secret})" if secret else "")
-                self._report_unneeded(vol, (*visit.path[:vol_level], *vol.path), what)
+                self._report_unneeded(vol, what)
 
-    def _report_unneeded(self, visit: _Visit, path: tuple[Segment, ...], what: str) -> None:
+    def _nearest(
+        self,
+        visit: _Visit,
+        index: dict[int, list[_Visit]],
+        match: Callable[[Node], bool],
+    ) -> tuple[int, list[_Visit]]:
+        """Entries of ``index`` matching ``match`` under the nearest ancestor that has any.
+
+        Returns that ancestor's level (its index in ``visit.ancestors``) and the matches.
+        """
+        for level in range(len(visit.ancestors) - 1, -1, -1):
+            found = [v for v in index.get(id(visit.ancestors[level]), []) if match(v.node)]
+            if found:
+                return level, found
+        return 0, []
+
+    def _report_unneeded(self, visit: _Visit, what: str) -> None:
         parent = visit.ancestors[-1] if visit.ancestors else None
         if self.prune and isinstance(parent, SequenceNode):
             index = next(i for i, n in enumerate(parent.value) if n is visit.node)
@@ -500,13 +531,13 @@ class _Migration:
                 return
             self.plan.remove_items(parent, {index})
             self.plan.changes.append(
-                self.find(visit.node, path, f"removed {what}: it only served {FLAG}")
+                self.find(visit.node, visit.path, f"removed {what}: it only served {FLAG}")
             )
         else:
             self.plan.unneeded.append(
                 self.find(
                     visit.node,
-                    path,
+                    visit.path,
                     f"{what}: it only served {FLAG} (remove with --prune-mounts)",
                 )
             )
@@ -578,20 +609,13 @@ class _Migration:
 
     def empty_marker(self, node: Node, marker: str) -> tuple[int, int, str]:
         """Where to write ``[]``/``{}`` for a block collection that lost all its entries."""
-        for mapping in self.docs_mappings_holding(node):
-            for k, v in mapping.value:
-                if v is node:
-                    return self.after_key(k, marker)
-        raise RefuseError(
-            f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
-            "that is not the value of a key"
-        )
-
-    def docs_mappings_holding(self, node: Node) -> Iterator[MappingNode]:
-        for root in self.docs:
-            for n in _subtree(root):
-                if isinstance(n, MappingNode) and any(v is node for _, v in n.value):
-                    yield n
+        key = self.key_of.get(id(node))
+        if key is None:
+            raise RefuseError(
+                f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
+                "that is not the value of a key"
+            )
+        return self.after_key(key, marker)
 
     def after_key(self, key: Node, marker: str) -> tuple[int, int, str]:
         text = self.src.text
@@ -740,30 +764,9 @@ def check_positions(text: str, docs: list[Node]) -> None:
                 )
 
 
-def _search(visit: _Visit, match: Callable[[MappingNode], bool]) -> tuple[int, list[_Visit]]:
-    """Mappings matching ``match`` under the nearest ancestor of ``visit`` that has any.
-
-    Returns the ancestor's level (its index in ``visit.ancestors``) and the matches,
-    whose paths are relative to that ancestor.
-    """
-    for level in range(len(visit.ancestors) - 1, -1, -1):
-        found = [
-            v
-            for v in _walk(visit.ancestors[level])
-            if isinstance(v.node, MappingNode) and match(v.node)
-        ]
-        if found:
-            return level, found
-    return 0, []
-
-
-def _volume_named(name: str) -> Callable[[MappingNode], bool]:
-    def match(node: MappingNode) -> bool:
-        return (
-            _scalar(_get(node, "name")) == name
-            and _get(node, "mountPath") is None
-            and len(node.value) > 1
-        )
+def _named(name: str) -> Callable[[Node], bool]:
+    def match(node: Node) -> bool:
+        return _scalar(_get(node, "name")) == name
 
     return match
 
@@ -833,11 +836,27 @@ def _signature(node: Node, skip: set[int], memo: dict[int, object], depth: int =
 
 
 def parse(text: str) -> list[Node]:
-    """Compose every document, also loading them to catch constructor errors (duplicate keys)."""
+    """Compose every document; duplicate keys are an error, as for kubectl and helm."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # e.g. a reused anchor name: legal YAML
-        list(YAML(typ="rt").load_all(text))
-        return [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
+        docs = [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
+    for root in docs:
+        for node in _subtree(root):
+            if isinstance(node, MappingNode):
+                _check_unique_keys(node)
+    return docs
+
+
+def _check_unique_keys(mapping: MappingNode) -> None:
+    seen: set[tuple[str | None, str]] = set()
+    for key, _ in mapping.value:
+        if not isinstance(key, ScalarNode) or key.tag == MERGE_TAG:
+            continue
+        if (key.tag, key.value) in seen:
+            raise MarkedYAMLError(
+                problem=f"found duplicate key {key.value!r}", problem_mark=key.start_mark
+            )
+        seen.add((key.tag, key.value))
 
 
 def migrate_text(
