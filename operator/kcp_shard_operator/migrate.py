@@ -666,7 +666,7 @@ class _Migration:
                 edits.append(_Edit(*lines))
             elif last + 1 < len(entries):
                 nxt = entries[last + 1][0]
-                if _LINE_BREAK.search(text, end, nxt) is None:
+                if first == 0 or _LINE_BREAK.search(text, end, nxt) is None:
                     edits.append(_Edit(start, nxt))
                 else:
                     ws = start
