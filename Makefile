@@ -87,6 +87,10 @@ generate: install ## regenerate the CRD from the spec model and the render golde
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev_shards.yaml
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
 
+.PHONY: migrate-golden
+migrate-golden: install ## rewrite the migrate-values golden outputs and reports (review the diff)
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_migrate_golden.py tests/test_migrate_cli.py
+
 CHART := charts/kcp-shard-operator
 
 .PHONY: manifests

@@ -213,6 +213,9 @@ def test_from_shard_chart_golden(
     monkeypatch.chdir(GOLDEN)
     assert main(["migrate-values", "--from-shard-chart", f"{case}.in.yaml"]) == 0
     out, err = capsysbinary.readouterr()
+    if os.environ.get("UPDATE_GOLDEN"):
+        (GOLDEN / f"{case}.shard.yaml").write_bytes(out)
+        (GOLDEN / f"{case}.shard.report").write_bytes(err)
     assert out == golden(f"{case}.shard.yaml")
     assert err == golden(f"{case}.shard.report")
     manifest = YAML(typ="safe", pure=True).load(out)

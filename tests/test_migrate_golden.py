@@ -3,10 +3,12 @@
 ``tests/golden/migrate/<input>.in.yaml`` is migrated with the case's options; the
 result must equal ``<case>.out.yaml`` byte for byte (absent for files refused with
 an error) and the standard-error lines must equal ``<case>.report``.
+``UPDATE_GOLDEN=1`` (``make migrate-golden``) rewrites the expected files; review the diff.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -70,6 +72,8 @@ def test_golden_output(case: Case) -> None:
         assert not expected.exists()
     else:
         assert not result.errors
+        if os.environ.get("UPDATE_GOLDEN"):
+            expected.write_bytes(result.text.encode("utf-8"))
         assert result.text == read(expected)
         assert result.changed == bool(case.changes)
     assert len(result.changes) == case.changes
@@ -78,8 +82,11 @@ def test_golden_output(case: Case) -> None:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_golden_report(case: Case) -> None:
     result = run(case, read(case.input))
-    lines = report_lines(case.input.name, result)
-    assert "\n".join(lines) + "\n" == read(GOLDEN / f"{case.name}.report")
+    report = "\n".join(report_lines(case.input.name, result)) + "\n"
+    expected = GOLDEN / f"{case.name}.report"
+    if os.environ.get("UPDATE_GOLDEN"):
+        expected.write_bytes(report.encode("utf-8"))
+    assert report == read(expected)
 
 
 @pytest.mark.parametrize("case", [c for c in CASES if not c.errors], ids=lambda c: c.name)
