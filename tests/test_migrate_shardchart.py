@@ -88,6 +88,24 @@ def values(**changes: Any) -> dict[str, Any]:
             ["--v=4", "--a", "--b"],
         ),
         ({"kcp__batteries": ["admin"]}, "spec.extraArgs", ["--batteries-included=admin"]),
+        (
+            {"kcp__profiling": {"enabled": True, "port": 7070}},
+            "spec.extraArgs",
+            ["--profiler-address=0.0.0.0:7070"],
+        ),
+        (
+            {"oidc": {"enabled": True, "issuerUrl": "https://idp", "usernamePrefix": "oidc:"}},
+            "spec.extraArgs",
+            ["--oidc-issuer-url=https://idp", "--oidc-username-prefix=oidc:"],
+        ),
+        (
+            {
+                "oidc": {"enabled": True, "issuerUrl": "https://idp"},
+                "authentication": {"configMapRef": {"name": "authn"}},
+            },
+            "spec.extraArgs",
+            None,
+        ),
         ({"kcp__resources": {"limits": {"memory": "1Gi"}}}, "spec.resources.limits.memory", "1Gi"),
         ({"kcp__tag": "v0.33.0"}, "spec.rootShardKubeconfigSecretRef", None),
         (
@@ -139,7 +157,7 @@ def test_name_and_version_overrides() -> None:
 
 def test_unmapped_settings_are_listed() -> None:
     data = values(
-        oidc={"enabled": True, "issuerUrl": "https://idp"},
+        oidc={"enabled": True, "issuerUrl": "https://idp", "caSecretName": "oidc-ca"},
         audit={"enabled": False},
         kcp__extraVolumes=[{"name": "x"}],
         kcp__sharding={"isRoot": False},
@@ -147,8 +165,7 @@ def test_unmapped_settings_are_listed() -> None:
     conversion = convert(data, deprecating_release=RELEASE)
     assert conversion.unmapped == (
         "kcp.extraVolumes: [{'name': 'x'}]",
-        "oidc.enabled: True",
-        "oidc.issuerUrl: 'https://idp'",
+        "oidc.caSecretName: 'oidc-ca'",
     )
     assert any("kcp.sharding.* is read by nothing" in n for n in conversion.notes)
 
@@ -174,3 +191,15 @@ def test_manifest_is_a_valid_shard(tag: str) -> None:
 )
 def test_without_root_shard_flag(args: list[str], want: list[str]) -> None:
     assert without_root_shard_flag(args) == want
+
+
+def test_authentication_config_map_is_listed_not_carried() -> None:
+    data = values(
+        oidc={"enabled": True, "issuerUrl": "https://idp"},
+        authentication={"configMapRef": {"name": "authn"}},
+    )
+    conversion = convert(data, deprecating_release=RELEASE)
+    assert conversion.unmapped == (
+        "oidc.issuerUrl: 'https://idp'",
+        "authentication.configMapRef.name: 'authn'",
+    )

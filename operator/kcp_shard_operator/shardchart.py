@@ -46,7 +46,12 @@ class _Values:
     used: set[str] = field(default_factory=set)
 
     def get(self, path: str, default: Any = None) -> Any:
+        """The value at ``path``, which counts as carried over."""
         self.used.add(path)
+        return self.peek(path, default)
+
+    def peek(self, path: str, default: Any = None) -> Any:
+        """The value at ``path``, without counting it as carried over."""
         node: Any = self.data
         for part in path.split("."):
             if not isinstance(node, Mapping) or part not in node:
@@ -92,6 +97,27 @@ def without_root_shard_flag(args: list[str]) -> list[str]:
         elif not arg.startswith(ROOT_SHARD_KUBECONFIG_FLAG + "="):
             out.append(arg)
     return out
+
+
+_OIDC_FLAGS = (
+    ("issuerUrl", "--oidc-issuer-url"),
+    ("clientId", "--oidc-client-id"),
+    ("groupClaim", "--oidc-groups-claim"),
+    ("usernameClaim", "--oidc-username-claim"),
+    ("usernamePrefix", "--oidc-username-prefix"),
+    ("groupsPrefix", "--oidc-groups-prefix"),
+)
+
+
+def _oidc_flags(v: _Values) -> list[str]:
+    """The chart's OIDC flags; its CA file needs a mount the Shard has no place for."""
+    if v.peek("authentication.configMapRef.name") or not _flag(v.get("oidc.enabled")):
+        return []
+    return [
+        f"{flag}={v.get(f'oidc.{key}')}"
+        for key, flag in _OIDC_FLAGS
+        if v.get(f"oidc.{key}") is not None
+    ]
 
 
 def convert(
@@ -214,12 +240,16 @@ def convert(
         "serviceAccountKeySecretRef": {"name": f"{kcp_certs}-service-account-ca"},
     }
 
-    extra = without_root_shard_flag([str(flag) for flag in v.get("kcp.extraFlags", [])])
-    if v.get("kcp.v"):
-        extra.insert(0, f"--v={v.get('kcp.v')}")
+    extra: list[str] = []
     batteries = v.get("kcp.batteries", [])
     if batteries:
-        extra.insert(0, f"--batteries-included={','.join(str(b) for b in batteries)}")
+        extra.append(f"--batteries-included={','.join(str(b) for b in batteries)}")
+    if v.get("kcp.v"):
+        extra.append(f"--v={v.get('kcp.v')}")
+    if _flag(v.get("kcp.profiling.enabled")):
+        extra.append(f"--profiler-address=0.0.0.0:{v.get('kcp.profiling.port', 6060)}")
+    extra += _oidc_flags(v)
+    extra += without_root_shard_flag([str(flag) for flag in v.get("kcp.extraFlags", [])])
     if extra:
         spec["extraArgs"] = extra
     if v.get("kcp.resources"):
