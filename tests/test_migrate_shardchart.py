@@ -200,6 +200,7 @@ def test_authentication_config_map_is_listed_not_carried() -> None:
     )
     conversion = convert(data, deprecating_release=RELEASE)
     assert conversion.unmapped == (
+        "oidc.enabled: True",
         "oidc.issuerUrl: 'https://idp'",
         "authentication.configMapRef.name: 'authn'",
     )
