@@ -440,3 +440,32 @@ def test_release_named_after_the_chart_keeps_short_names() -> None:
     objects = render(release="kcp-shard-operator")
     assert one(objects, "Deployment")["metadata"]["name"] == "kcp-shard-operator"
     assert one(objects, "ServiceAccount")["metadata"]["name"] == "kcp-shard-operator"
+
+
+def _dockerfile_stages() -> list[list[str]]:
+    """The Dockerfile's instructions (continuations joined), split into build stages."""
+    text = (REPO / "Dockerfile").read_text().replace("\\\n", " ")
+    lines = [line.strip() for line in text.splitlines()]
+    stages: list[list[str]] = []
+    for line in lines:
+        if line.startswith("FROM "):
+            stages.append([])
+        if stages and line and not line.startswith("#"):
+            stages[-1].append(line)
+    return stages
+
+
+def test_dockerfile_matches_the_chart() -> None:
+    stages = _dockerfile_stages()
+    assert len(stages) == 2, "multi-stage: build, then runtime"
+    build, runtime = stages
+    assert build[0].endswith(" AS build")
+    assert any("pip wheel" in line for line in build)
+    assert any("pip install /wheels/kcp_shard_operator-" in line for line in build)
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    users = [line.split()[1] for line in runtime if line.startswith("USER ")]
+    assert users == [f"{values['runAsUser']}:{values['runAsGroup']}"]
+    assert any(f"--uid {values['runAsUser']}" in line for line in runtime)
+    assert f"EXPOSE {values['operator']['livenessPort']}" in runtime
+    assert 'ENTRYPOINT ["kcp-shard-operator"]' in runtime
+    assert not any(line.startswith(("RUN pip", "COPY operator")) for line in runtime)
