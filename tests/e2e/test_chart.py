@@ -336,7 +336,7 @@ def test_two_peered_replicas_reconcile(
             )
             kubectl("apply", "-f", "-", stdin=samples_in(namespace))
             for shard in SAMPLE_SHARDS:
-                wait_ready(kubectl, namespace, shard, timeout=45)
+                wait_ready(kubectl, namespace, shard, timeout=30)
             handled = [
                 (tmp_path / log_name).read_text().count("Handler 'on_shard_event' succeeded")
                 for log_name in ("a.log", "b.log")
