@@ -149,6 +149,10 @@ def test_install_and_token_operator_reconciles_the_samples(
     tmp_path: Path,
 ) -> None:  # fmt: skip
     name = release_name("kso")
+    # The operator pod must pass the "restricted" Pod Security Standard.
+    kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
+    with pytest.raises(KubectlError, match='violates PodSecurity "restricted'):
+        kubectl("run", "unrestricted", "-n", namespace, "--image=busybox", "--restart=Never")
     with release(cluster, name, namespace) as notes:
         assert "kubectl apply -f manifests/samples/" in notes
         deployment = get(kubectl, "deployment", fullname(name), "-n", namespace)
