@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import tomllib
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -110,13 +111,38 @@ BAD_VALUES = [
     (["--set", "replicas=2"], "additional properties 'replicas'"),
     (["--set", "operator.namespace=x"], "additional properties 'namespace'"),
     (["--set-json", 'shards=[{"name":"root"}]'], "missing property 'version'"),
-    (["--set-json", 'shards=[{"name":"root","version":"v0.33.0"}]'], "/shards/0/version"),
-    (["--set-json", 'shards=[{"name":"Root","version":"0.33.0"}]'], "/shards/0/name"),
+    (
+        ["--set-json", 'shards=[{"name":"root","version":"v0.33.0","replicas":1}]'],
+        "/shards/0/version",
+    ),
+    (["--set-json", 'shards=[{"name":"Root","version":"0.33.0","replicas":1}]'], "/shards/0/name"),
     (["--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":0}]'], "/shards/0/replicas"),
     (["--set-json", 'shards=[{"name":"r","verison":"0.33.0"}]'], "additional properties 'verison'"),
     (
-        ["--set-json", 'shards=[{"name":"r","version":"0.33.0","rootShardRef":{}}]'],
+        ["--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":1,"rootShardRef":{}}]'],
         "/shards/0/rootShardRef",
+    ),
+    (
+        [
+            "--set-json",
+            'shards=[{"name":"s","version":"0.33.0","replicas":1,"rootShardRef":{"name":"r"}}]',
+        ],
+        "missing property 'cache'",
+    ),
+    (
+        [
+            "--set-json",
+            'shards=[{"name":"s","version":"0.33.0","replicas":1,"rootShardRef":{"name":"r"},"cache":{}}]',
+        ],
+        "missing property 'kubeconfigSecretRef'",
+    ),
+    (["--set-json", 'shards=[{"name":"r","version":"0.33.0"}]'], "missing property 'etcd'"),
+    (
+        [
+            "--set-json",
+            'shards=[{"name":"r","version":"0.33.0","replicas":3,"etcd":{"endpoints":[]}}]',
+        ],
+        "/shards/0/etcd/endpoints",
     ),
     (
         ["--set-json", 'shards=[{"name":"r","version":"0.33.0","image":{"pullPolicy":"x"}}]'],
@@ -395,6 +421,7 @@ def test_shards_from_values() -> None:
             "labels": {"tier": "gold"},
             "annotations": {"note": "x"},
             "version": "0.32.3",
+            "replicas": 1,
             "rootShardRef": {"name": "root"},
             "cache": {"kubeconfigSecretRef": {"name": "cache", "key": "kubeconfig"}},
             "extraArgs": ["--v=2"],
@@ -418,7 +445,7 @@ def test_shards_can_be_deleted_with_the_release() -> None:
     shard = one(
         render(
             "--set", "keepShardsOnUninstall=false",
-            "--set-json", 'shards=[{"name":"r","version":"0.33.0"}]',
+            "--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":1}]',
         ),
         "Shard",
     )  # fmt: skip
@@ -469,3 +496,17 @@ def test_dockerfile_matches_the_chart() -> None:
     assert f"EXPOSE {values['operator']['livenessPort']}" in runtime
     assert 'ENTRYPOINT ["kcp-shard-operator"]' in runtime
     assert not any(line.startswith(("RUN pip", "COPY operator")) for line in runtime)
+
+
+def test_shards_example_in_values_yaml_is_valid(tmp_path: Path) -> None:
+    lines = (CHART / "values.yaml").read_text().splitlines()
+    start = lines.index("#   shards:")
+    example = []
+    for line in lines[start:]:
+        if not line.startswith("#  "):
+            break
+        example.append(line[3:])
+    values = tmp_path / "example.yaml"
+    values.write_text("\n".join(example) + "\n")
+    shards = of_kind(render("-f", str(values)), "Shard")
+    assert [shard["metadata"]["name"] for shard in shards] == ["root", "shard-1"]
