@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import secrets
 from typing import Any
 
 import kopf
@@ -54,6 +55,13 @@ def register(commands: Any) -> None:
         "--peering", default="kcp-shard-operator", help="kopf peering name for several replicas"
     )
     parser.add_argument(
+        "--peering-priority",
+        type=int,
+        default=None,
+        help="kopf peering priority: the live replica with the highest one reconciles, the others "
+        "pause (default: random, as kopf pauses all replicas of equal priority)",
+    )
+    parser.add_argument(
         "--identity-cache-cleanup",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -95,6 +103,11 @@ def run(args: argparse.Namespace) -> int:
         registry=registry,
         standalone=args.standalone,
         peering_name=None if args.standalone else args.peering,
+        priority=(
+            args.peering_priority
+            if args.peering_priority is not None
+            else secrets.randbelow(2**31 - 1) + 1
+        ),
         clusterwide=args.all_namespaces or not args.namespace,
         namespaces=args.namespace,
         liveness_endpoint=f"http://0.0.0.0:{args.liveness_port}/healthz",

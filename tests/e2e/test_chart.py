@@ -31,7 +31,6 @@ from .chart_fixtures import (
 from .kube import (
     Cluster,
     KubectlError,
-    WaitTimeoutError,
     apply_crds,
     create_namespace,
     delete_namespace,
@@ -312,13 +311,6 @@ def test_uninstall_keeps_the_crd_and_the_shards(
     kubectl("delete", "shard", "from-values", "-n", namespace)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=WaitTimeoutError,
-    reason="kopf freezes every peer of equal priority and `kcp-shard-operator run` cannot set a "
-    "priority yet: two replicas of the chart reconcile nothing. Remove this mark when `run` gives "
-    "each replica its own peering priority.",
-)
 def test_two_peered_replicas_reconcile(
     cluster: Cluster, crds: list[str], kubectl: Kubectl, namespace: str, tmp_path: Path
 ) -> None:
