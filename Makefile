@@ -31,8 +31,8 @@ lint: install ## ruff check, ruff format --check, mypy --strict
 
 .PHONY: fmt
 fmt: install ## format and autofix
-	$(BIN)/ruff format operator tests
-	$(BIN)/ruff check --fix operator tests
+	$(BIN)/ruff format operator tests bench
+	$(BIN)/ruff check --fix operator tests bench
 
 .PHONY: unit
 unit: install ## unit tests only (no cluster)
@@ -83,8 +83,9 @@ run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
 
 .PHONY: generate
-generate: install ## regenerate the CRD from the spec model and the render golden files
+generate: install ## regenerate the CRD, its chart copy, install.yaml and the render golden files
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev_shards.yaml
+	$(MAKE) --no-print-directory manifests
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
 
 .PHONY: migrate-golden

@@ -27,6 +27,7 @@ from kcp_shard_operator.identitycache import (
     interpret_get,
     interpret_root_probe,
     pick_context,
+    retry_delay,
     root_logicalcluster_url,
     target_from_kubeconfig,
 )
@@ -410,3 +411,11 @@ def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "error (Failed): unusable kubeconfig: current-context 'gone' not found" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize(
+    ("failures", "delay"),
+    [(0, 0.0), (1, 30.0), (2, 60.0), (3, 120.0), (5, 480.0), (6, 600.0), (40, 600.0)],
+)
+def test_retry_delay_backs_off_and_caps(failures: int, delay: float) -> None:
+    assert retry_delay(failures) == delay

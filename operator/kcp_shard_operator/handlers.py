@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
@@ -54,6 +55,7 @@ class Context:
     kube: Kube
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
+    cleanup_failures: dict[str, tuple[int, float]] = field(default_factory=dict)
 
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:
@@ -139,6 +141,9 @@ def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditi
     )
     if decision.action is not identitycache.Action.CLEAN:
         return decision.condition
+    failures, not_before = ctx.cleanup_failures.get(shard.key, (0, 0.0))
+    if time.monotonic() < not_before:
+        return None
     ref = shard.spec.admin_kubeconfig_secret_ref
     assert ref is not None
     kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
@@ -151,6 +156,11 @@ def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditi
         )
     outcome = clean_shard(kubeconfig)
     logger.info("identity-cache cleanup of %s: %s", shard.key, outcome.result.value)
+    if outcome.retry:
+        delay = identitycache.retry_delay(failures + 1)
+        ctx.cleanup_failures[shard.key] = (failures + 1, time.monotonic() + delay)
+    else:
+        ctx.cleanup_failures.pop(shard.key, None)
     return identitycache.cleaned_condition(outcome)
 
 

@@ -425,3 +425,14 @@ def unreachable(base: str, reason: str) -> Outcome:
 def cleaned_condition(outcome: Outcome) -> Condition:
     """``IdentityCacheCleaned`` for an operator pass that ended with ``outcome``."""
     return Condition(IDENTITY_CACHE_CLEANED, outcome.ok, outcome.result.value, outcome.message)
+
+
+RETRY_BASE_SECONDS = 30.0
+RETRY_CAP_SECONDS = 600.0
+
+
+def retry_delay(failures: int) -> float:
+    """Seconds to wait before the next attempt after ``failures`` failed ones in a row."""
+    if failures <= 0:
+        return 0.0
+    return min(RETRY_BASE_SECONDS * float(2 ** (failures - 1)), RETRY_CAP_SECONDS)
