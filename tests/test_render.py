@@ -5,7 +5,8 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.reconcile import mounted_secrets
+from kcp_shard_operator.render import SECRETS_ANNOTATION, VERSION_ANNOTATION, render_shard
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.versions import Version
 
@@ -177,3 +178,27 @@ def test_root_reference_errors(root_obj: dict[str, Any] | None, message: str) ->
     root = make(root_obj) if root_obj else None
     with pytest.raises(SpecError, match=message):
         render_shard(shard, root, RELEASE)
+
+
+def test_secret_revisions_restart_pods_when_a_secret_changes(root: Shard) -> None:
+    shard = make(non_root_object(version="0.32.3"))
+
+    def annotations(revisions: dict[str, str] | None) -> dict[str, str]:
+        deployment = render_shard(shard, root, RELEASE, revisions).deployment
+        result: dict[str, str] = deployment["spec"]["template"]["metadata"]["annotations"]
+        return result
+
+    assert SECRETS_ANNOTATION not in annotations(None)
+    before = annotations({"cache": "1", "root-admin": "7"})[SECRETS_ANNOTATION]
+    assert annotations({"cache": "1", "root-admin": "7", "unrelated": "9"})[SECRETS_ANNOTATION] == (
+        before
+    )
+    assert annotations({"cache": "2", "root-admin": "7"})[SECRETS_ANNOTATION] != before
+
+
+def test_mounted_secrets_follow_the_version(root: Shard) -> None:
+    old = make(non_root_object(version="0.32.3"))
+    new = make(non_root_object(version="0.33.0"))
+    assert mounted_secrets(old, root, RELEASE) == ["cache", "root-admin"]
+    assert mounted_secrets(new, root, RELEASE) == ["cache"]
+    assert mounted_secrets(new, None, RELEASE) == []

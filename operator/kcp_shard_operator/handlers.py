@@ -16,7 +16,7 @@ import kopf
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
 from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.reconcile import plan
+from kcp_shard_operator.reconcile import mounted_secrets, plan
 from kcp_shard_operator.render import child_name
 from kcp_shard_operator.shardclient import clean_shard
 from kcp_shard_operator.spec import Shard, parse_shard
@@ -103,7 +103,11 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         observed = {
             kind: ctx.kube.get(api, kind, namespace, child_name(shard)) for api, kind in CHILD_KINDS
         }
-        decision = plan(shard, root, observed, release)
+        revisions = {
+            name: ctx.kube.resource_version("v1", "Secret", namespace, name)
+            for name in mounted_secrets(shard, root, release)
+        }
+        decision = plan(shard, root, observed, release, revisions)
         for child in decision.apply:
             existed = observed.get(child["kind"]) is not None
             applied = ctx.kube.apply(child)

@@ -43,6 +43,11 @@ class Kube:
             return None
         return cast(JSON, found.to_dict())
 
+    def resource_version(self, api_version: str, kind: str, namespace: str, name: str) -> str:
+        """The object's resourceVersion, or "" when it does not exist."""
+        found = self.get(api_version, kind, namespace, name)
+        return str((found or {}).get("metadata", {}).get("resourceVersion", ""))
+
     def list(self, api_version: str, kind: str, namespace: str) -> list[JSON]:
         found = self._resource(api_version, kind).get(namespace=namespace)
         return [cast(JSON, item) for item in found.to_dict().get("items", [])]

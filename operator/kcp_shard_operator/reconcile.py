@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import render_shard
+from kcp_shard_operator.render import render_shard, secret_names
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import deployed_version
 from kcp_shard_operator.versions import InvalidVersionError, Version
@@ -52,6 +53,7 @@ def plan(
     root: Shard | None,
     observed: dict[str, JSON | None],
     deprecating_release: Version,
+    secret_revisions: Mapping[str, str] | None = None,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None."""
     if not shard.spec.is_root and root is None:
@@ -61,7 +63,7 @@ def plan(
             error_reason="RootShardNotFound",
         )
     try:
-        rendered = render_shard(shard, root, deprecating_release)
+        rendered = render_shard(shard, root, deprecating_release, secret_revisions)
     except SpecError as err:
         return Plan(error=str(err))
     deployment = observed.get("Deployment")
@@ -76,6 +78,15 @@ def plan(
         dropped_args=rendered.dropped_args,
         unused_refs=rendered.unused_refs,
     )
+
+
+def mounted_secrets(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[str]:
+    """The Secrets the shard's pods mount (none when the Shard cannot be rendered)."""
+    try:
+        rendered = render_shard(shard, root, deprecating_release)
+    except SpecError:
+        return []
+    return secret_names(rendered.deployment["spec"]["template"]["spec"])
 
 
 def contains(actual: Any, desired: Any) -> bool:

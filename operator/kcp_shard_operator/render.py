@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
@@ -26,6 +27,7 @@ PORT = 6443
 ROOT_DIRECTORY = "/var/lib/kcp"
 VERSION_ANNOTATION = f"{API_GROUP}/kcp-version"
 HASH_ANNOTATION = f"{API_GROUP}/config-hash"
+SECRETS_ANNOTATION = f"{API_GROUP}/secret-revisions"
 ROOT_SHARD_LABEL = f"{API_GROUP}/root-shard"
 
 
@@ -178,7 +180,19 @@ def _kcp_flags(
     return pod, dropped, unused
 
 
-def _deployment(shard: Shard, root_name: str | None, pod: _Pod) -> JSON:
+def secret_names(pod_spec: JSON) -> list[str]:
+    """Names of the Secrets a pod spec mounts, sorted."""
+    return sorted({v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v})
+
+
+def _revisions_digest(names: list[str], revisions: Mapping[str, str]) -> str:
+    text = ";".join(f"{name}={revisions.get(name, '')}" for name in names)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _deployment(
+    shard: Shard, root_name: str | None, pod: _Pod, revisions: Mapping[str, str] | None
+) -> JSON:
     spec = shard.spec
     probe_get = {"port": PORT, "scheme": "HTTPS"}
     container: JSON = {
@@ -226,6 +240,9 @@ def _deployment(shard: Shard, root_name: str | None, pod: _Pod) -> JSON:
         pod_spec["tolerations"] = spec.tolerations
     if spec.affinity:
         pod_spec["affinity"] = spec.affinity
+    annotations = {VERSION_ANNOTATION: spec.version}
+    if revisions is not None:
+        annotations[SECRETS_ANNOTATION] = _revisions_digest(secret_names(pod_spec), revisions)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -240,7 +257,7 @@ def _deployment(shard: Shard, root_name: str | None, pod: _Pod) -> JSON:
             "template": {
                 "metadata": {
                     "labels": labels(shard, root_name),
-                    "annotations": {VERSION_ANNOTATION: spec.version},
+                    "annotations": annotations,
                 },
                 "spec": pod_spec,
             },
@@ -281,8 +298,17 @@ def stamped(obj: JSON) -> JSON:
     return obj
 
 
-def render_shard(shard: Shard, root: Shard | None, deprecating_release: Version) -> Rendered:
-    """The children of ``shard``; ``root`` is required exactly for non-root shards."""
+def render_shard(
+    shard: Shard,
+    root: Shard | None,
+    deprecating_release: Version,
+    secret_revisions: Mapping[str, str] | None = None,
+) -> Rendered:
+    """The children of ``shard``; ``root`` is required exactly for non-root shards.
+
+    With ``secret_revisions`` (Secret name -> resourceVersion), the pod template carries a
+    digest of the mounted Secrets' revisions, so pods restart when a certificate rotates.
+    """
     root_name = None
     if not shard.spec.is_root:
         assert shard.spec.root_shard_ref is not None
@@ -294,7 +320,7 @@ def render_shard(shard: Shard, root: Shard | None, deprecating_release: Version)
     pod, dropped, unused = _kcp_flags(shard, root_name, deprecating_release)
     pdb = _pdb(shard, root_name) if shard.spec.replicas > 1 else None
     return Rendered(
-        deployment=stamped(_deployment(shard, root_name, pod)),
+        deployment=stamped(_deployment(shard, root_name, pod, secret_revisions)),
         service=stamped(_service(shard, root_name)),
         pdb=stamped(pdb) if pdb else None,
         dropped_args=dropped,
