@@ -43,8 +43,9 @@ test: install ## everything CI runs: build missing tools, lint, unit and e2e tes
 	hack/run-tests.sh
 
 .PHONY: bench
-bench: install ## benchmarks: print figures and write bench/results/latest.json
+bench: install ## benchmarks: print figures, write them to bench/results/*.json
 	$(BIN)/python bench/bench.py
+	$(BIN)/python bench/operator_bench.py
 
 .PHONY: tools
 tools: ## build the pinned cluster tools into ~/.cache/kcp-shard-operator
