@@ -5,7 +5,6 @@ Prints each figure and writes them all to bench/results/latest.json.
 
 from __future__ import annotations
 
-import json
 import os
 import platform
 import resource
@@ -15,6 +14,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from report import report
 
 from kcp_shard_operator.migrate import migrate_text
 from kcp_shard_operator.render import render_shard
@@ -111,11 +112,7 @@ def main() -> int:
     figures["migrate_values_seconds"] = round(seconds, 4)
     figures["migrate_values_lines_per_second"] = round(lines / seconds, 1)
     figures["peak_rss_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-    for key, value in figures.items():
-        print(f"{key:36} {value}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    print(f"written to {RESULTS}")
+    report(figures, RESULTS)
     return 0
 
 

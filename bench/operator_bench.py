@@ -19,6 +19,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from report import report
 from tests.e2e.kube import (
     CLUSTER_TOOLS,
     CRD_FILE,
@@ -112,11 +113,7 @@ def main() -> int:
         figures = measure(cluster, RESULTS.parent)
     finally:
         run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
-    for key, value in figures.items():
-        print(f"{key:40} {value}")
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
-    print(f"written to {RESULTS}")
+    report(figures, RESULTS)
     return 0
 
 
