@@ -202,3 +202,27 @@ def test_mounted_secrets_follow_the_version(root: Shard) -> None:
     assert mounted_secrets(old, root, RELEASE) == ["cache", "root-admin"]
     assert mounted_secrets(new, root, RELEASE) == ["cache"]
     assert mounted_secrets(new, None, RELEASE) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "index", "flag"),
+    [
+        (["--v=2", "--cache-kubeconfig=/x"], 1, "--cache-kubeconfig"),
+        (["--shard-name", "other"], 0, "--shard-name"),
+        (["--secure-port=7443"], 0, "--secure-port"),
+    ],
+)
+def test_extra_args_may_not_override_rendered_flags(
+    extra: list[str], index: int, flag: str, root: Shard
+) -> None:
+    shard = make(non_root_object(version="0.33.0", extraArgs=extra))
+    with pytest.raises(SpecError) as refused:
+        render_shard(shard, root, RELEASE)
+    assert refused.value.path == f"spec.extraArgs[{index}]"
+    assert refused.value.message.startswith(f"{flag} is rendered by the operator")
+
+
+def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> None:
+    shard = make(non_root_object(version="0.33.0", extraArgs=["--etcd-servers=https://e:2379"]))
+    args = args_of(shard, root)
+    assert args[-1] == "--etcd-servers=https://e:2379"

@@ -176,6 +176,7 @@ def _kcp_flags(
         if root_ref is not None:
             unused.append("spec.rootShardKubeconfigSecretRef")
         extra, dropped = without_flag(spec.extra_args, ROOT_SHARD_KUBECONFIG_FLAG)
+    _refuse_overrides(args, extra)
     args += extra
     return pod, dropped, unused
 
@@ -188,6 +189,22 @@ def secret_names(pod_spec: JSON) -> list[str]:
 def _revisions_digest(names: list[str], revisions: Mapping[str, str]) -> str:
     text = ";".join(f"{name}={revisions.get(name, '')}" for name in names)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _flag_name(arg: str) -> str | None:
+    return arg.split("=", 1)[0] if arg.startswith("--") else None
+
+
+def _refuse_overrides(rendered: list[str], extra: list[str]) -> None:
+    """kcp would see both values of a flag given twice; say which spec field sets it."""
+    owned = {_flag_name(arg) for arg in rendered}
+    for index, arg in enumerate(extra):
+        name = _flag_name(arg)
+        if name in owned and name != ROOT_SHARD_KUBECONFIG_FLAG:
+            raise SpecError(
+                f"spec.extraArgs[{index}]",
+                f"{name} is rendered by the operator from the Shard's spec; set it there instead",
+            )
 
 
 def _deployment(
