@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.model import JSON
-from kcp_shard_operator.reconcile import contains, plan
+from kcp_shard_operator.reconcile import contains, held_at_running_version, plan
 from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
 from kcp_shard_operator.spec import Shard
 
@@ -105,3 +105,49 @@ def test_field_removed_from_spec_is_reapplied() -> None:
     observed: dict[str, JSON | None] = {o["kind"]: o for o in before.objects}
     decision = plan(make(shard_object()), None, observed, RELEASE)
     assert [o["kind"] for o in decision.apply] == ["Deployment"]
+
+
+def test_waiting_shard_keeps_its_version_but_follows_the_rest_of_its_spec() -> None:
+    root = root_with("0.32.3")
+    running = render_shard(make(non_root_object(version="0.32.3")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    wanted = make(
+        non_root_object(version="0.33.0", replicas=2, etcd={"endpoints": ["https://e:2379"]})
+    )
+    decision = plan(wanted, root, observed, RELEASE)
+    assert decision.waiting is not None
+    kinds = {o["kind"]: o for o in decision.apply}
+    assert sorted(kinds) == ["Deployment", "PodDisruptionBudget"]
+    template = kinds["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.32.3"
+    assert template["spec"]["containers"][0]["image"] == "ghcr.io/kcp-dev/kcp:v0.32.3"
+    assert (
+        "--root-shard-kubeconfig-file=/etc/kcp/root-shard/kubeconfig"
+        in (template["spec"]["containers"][0]["args"])
+    )
+    assert kinds["Deployment"]["spec"]["replicas"] == 2
+
+
+def test_waiting_shard_in_sync_at_its_running_version_is_left_alone() -> None:
+    root = root_with("0.32.3")
+    running = render_shard(make(non_root_object(version="0.32.3")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    decision = plan(make(non_root_object(version="0.33.0")), root, observed, RELEASE)
+    assert decision.waiting is not None
+    assert decision.apply == []
+
+
+def test_held_at_running_version_keeps_a_custom_image() -> None:
+    shard = make(
+        non_root_object(version="0.33.0", image={"repository": "r:5000/kcp", "tag": "new"})
+    )
+    deployment = render_shard(
+        make(non_root_object(version="0.32.3", image={"repository": "r:5000/kcp", "tag": "old"})),
+        root_with("0.32.3"),
+        RELEASE,
+    ).deployment
+    held = held_at_running_version(shard, deployment)
+    assert held is not None
+    assert held.spec.version == "0.32.3"
+    assert held.spec.image_ref == "r:5000/kcp:old"
+    assert held_at_running_version(shard, None) is None

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kcp_shard_operator.model import JSON, SpecError
@@ -67,17 +67,41 @@ def plan(
     except SpecError as err:
         return Plan(error=str(err))
     deployment = observed.get("Deployment")
-    if root is not None:
-        waiting = waiting_for_root(shard, root, deployment)
-        if waiting:
+    waiting = waiting_for_root(shard, root, deployment) if root is not None else None
+    if waiting:
+        held = held_at_running_version(shard, deployment)
+        if held is None:
+            return Plan(waiting=waiting)
+        try:
+            rendered = render_shard(held, root, deprecating_release, secret_revisions)
+        except SpecError:
             return Plan(waiting=waiting)
     drifted = [obj for obj in rendered.objects if not contains(observed.get(obj["kind"]), obj)]
     return Plan(
         apply=drifted,
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
-        dropped_args=rendered.dropped_args,
-        unused_refs=rendered.unused_refs,
+        waiting=waiting,
+        dropped_args=[] if waiting else rendered.dropped_args,
+        unused_refs=[] if waiting else rendered.unused_refs,
     )
+
+
+def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
+    """``shard`` pinned to the kcp version and image its Deployment runs now.
+
+    While a shard waits for its root, the rest of its spec still applies (and hand edits
+    are still put back), but the version stays where it is.
+    """
+    running = deployed_version(deployment)
+    if running is None or deployment is None:
+        return None
+    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
+    containers = pod.get("containers") or [{}]
+    repository, _, tag = str(containers[0].get("image", "")).rpartition(":")
+    if not repository or "/" in tag:
+        return None
+    image = replace(shard.spec.image, repository=repository, tag=tag)
+    return replace(shard, spec=replace(shard.spec, version=running, image=image))
 
 
 def mounted_secrets(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[str]:

@@ -138,6 +138,14 @@ def test_non_root_waits_for_its_root(
     assert get(kubectl, namespace, "shard", "root")["status"]["version"] == "0.32.3"
     assert get(kubectl, namespace, "shard", "shard-1")["status"]["phase"] == "WaitingForRootShard"
     assert "WaitingForRootShard" in events(kubectl, namespace, "shard-1")
+    # A hand edit is still put back while waiting, at the version the shard runs now.
+    kubectl("scale", "-n", namespace, "deployment", "shard-1-kcp", "--replicas=3")
+    wait_for(
+        lambda: get(kubectl, namespace, "deployment", "shard-1-kcp")["spec"]["replicas"] == 1,
+        60,
+        "the waiting shard's Deployment to be scaled back",
+    )
+    assert template_version(kubectl, namespace, "shard-1") == "0.32.3"
 
     kubectl(
         "patch",
