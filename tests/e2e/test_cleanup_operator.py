@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,29 +19,13 @@ import yaml
 
 from .kcp import ShardedKcp, identity, root_state
 from .kube import OperatorProcess, log, wait_for
+from .shards import Kubectl, apply, condition, events, get, patch_spec, shard, wait_ready
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e
 
-Kubectl = Callable[..., str]
 CLEANED = "IdentityCacheCleaned"
 ADMIN_SECRET = "shard-1-admin"
-
-
-def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
-    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
-
-
-def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
-    return result
-
-
-def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
-    out = kubectl(
-        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
-    )
-    return [item["reason"] for item in json.loads(out)["items"]]
 
 
 def admin_secret(kubectl: Kubectl, ns: str, kubeconfig: str) -> None:
@@ -53,16 +36,6 @@ def admin_secret(kubectl: Kubectl, ns: str, kubeconfig: str) -> None:
         "stringData": {"kubeconfig": kubeconfig},
     }
     apply(kubectl, ns, secret)
-
-
-def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"version": version, "replicas": 1, **spec}
-    return {
-        "apiVersion": "kcpshard.dev/v1alpha1",
-        "kind": "Shard",
-        "metadata": {"name": name},
-        "spec": body,
-    }
 
 
 def shards(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -77,20 +50,6 @@ def shards(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
     )
 
 
-def set_version(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
-    patch = json.dumps({"spec": {"version": version}})
-    kubectl("patch", "-n", ns, "shard", name, "--type=merge", "-p", patch)
-
-
-def wait_rolled_out(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
-    def done() -> bool:
-        obj = get(kubectl, ns, "shard", name)
-        status = obj.get("status", {})
-        return bool(status.get("version") == version and status.get("phase") == "Ready")
-
-    wait_for(done, 90, f"Shard {name} rolled out at kcp {version}")
-
-
 def wait_cleaned(kubectl: Kubectl, ns: str, reason: str) -> dict[str, Any]:
     """Wait for IdentityCacheCleaned with ``reason`` on shard-1 and return it."""
 
@@ -103,11 +62,7 @@ def wait_cleaned(kubectl: Kubectl, ns: str, reason: str) -> dict[str, Any]:
 
 
 def cleaned(kubectl: Kubectl, ns: str) -> dict[str, Any]:
-    obj = get(kubectl, ns, "shard", "shard-1")
-    for cond in obj.get("status", {}).get("conditions", []):
-        if cond["type"] == CLEANED:
-            return dict(cond)
-    return {}
+    return condition(get(kubectl, ns, "shard", "shard-1"), CLEANED)
 
 
 def test_operator_cleans_only_after_the_upgrade(
@@ -121,8 +76,8 @@ def test_operator_cleans_only_after_the_upgrade(
     root_before = root_state(sharded_kcp)
     admin_secret(kubectl, namespace, sharded_kcp.shard.admin_kubeconfig.read_text())
     apply(kubectl, namespace, *shards("0.32.3"))
-    wait_rolled_out(kubectl, namespace, "root", "0.32.3")
-    wait_rolled_out(kubectl, namespace, "shard-1", "0.32.3")
+    wait_ready(kubectl, namespace, "root", "0.32.3")
+    wait_ready(kubectl, namespace, "shard-1", "0.32.3")
     time.sleep(5)
     assert cleaned(kubectl, namespace) == {}, "a shard on an old version is left alone"
     assert identity(sharded_kcp.configmap()) == identity(present)
@@ -130,10 +85,10 @@ def test_operator_cleans_only_after_the_upgrade(
     old_binary = sharded_kcp.shard.binary
     try:
         log(f"shard-1 on the stand-in after {sharded_kcp.restart_shard(standin_binary):.1f}s")
-        set_version(kubectl, namespace, "root", "0.33.0")
-        wait_rolled_out(kubectl, namespace, "root", "0.33.0")
-        set_version(kubectl, namespace, "shard-1", "0.33.0")
-        wait_rolled_out(kubectl, namespace, "shard-1", "0.33.0")
+        patch_spec(kubectl, namespace, "root", {"version": "0.33.0"})
+        wait_ready(kubectl, namespace, "root", "0.33.0")
+        patch_spec(kubectl, namespace, "shard-1", {"version": "0.33.0"})
+        wait_ready(kubectl, namespace, "shard-1", "0.33.0")
         done = wait_cleaned(kubectl, namespace, "Deleted")
         assert done["status"] == "True"
         assert identity(present)[0] in done["message"]
@@ -157,7 +112,7 @@ def test_operator_reports_forbidden_without_leaking_credentials(
     config["current-context"] = "base"
     admin_secret(kubectl, namespace, yaml.safe_dump(config))
     apply(kubectl, namespace, *shards("0.33.0"))
-    wait_rolled_out(kubectl, namespace, "shard-1", "0.33.0")
+    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
     denied = wait_cleaned(kubectl, namespace, "Forbidden")
     assert denied["status"] == "False"
     assert "group system:masters" in denied["message"]

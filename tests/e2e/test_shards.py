@@ -2,31 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
-import yaml
 
 from .kube import KubectlError, OperatorProcess, wait_for
+from .shards import Kubectl, apply, condition, events, get, patch_spec, shard, wait_ready
 
 pytestmark = pytest.mark.e2e
-
-Kubectl = Callable[..., str]
 ROOT_FLAG = "--root-shard-kubeconfig-file"
-
-
-def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {"version": version, "replicas": 1}
-    body.update(spec)
-    return {
-        "apiVersion": "kcpshard.dev/v1alpha1",
-        "kind": "Shard",
-        "metadata": {"name": name},
-        "spec": body,
-    }
 
 
 def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
@@ -39,50 +24,9 @@ def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
     return shard(name, version, **fields)
 
 
-def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
-    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
-
-
-def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
-    result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
-    return result
-
-
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in obj.get("status", {}).get("conditions", []):
-        if cond["type"] == type_:
-            return dict(cond)
-    return {}
-
-
-def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: float = 90) -> None:
-    def ready() -> bool:
-        obj = get(kubectl, ns, "shard", name)
-        status = obj.get("status", {})
-        return (
-            status.get("version") == version
-            and status.get("phase") == "Ready"
-            and condition(obj, "Ready").get("status") == "True"
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-        )
-
-    wait_for(ready, timeout, f"Shard {name} Ready at kcp {version}")
-
-
 def template_version(kubectl: Kubectl, ns: str, name: str) -> str:
     dep = get(kubectl, ns, "deployment", f"{name}-kcp")
     return str(dep["spec"]["template"]["metadata"]["annotations"]["kcpshard.dev/kcp-version"])
-
-
-def patch_spec(kubectl: Kubectl, ns: str, name: str, spec: dict[str, Any]) -> None:
-    kubectl("patch", "-n", ns, "shard", name, "--type=merge", "-p", json.dumps({"spec": spec}))
-
-
-def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
-    out = kubectl(
-        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
-    )
-    return [item["reason"] for item in json.loads(out)["items"]]
 
 
 def test_shards_roll_out_and_report_ready(

@@ -1,0 +1,65 @@
+"""Shard objects and kubectl helpers shared by the operator e2e tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+from .kube import wait_for
+
+Kubectl = Callable[..., str]
+
+
+def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"version": version, "replicas": 1}
+    body.update(spec)
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "Shard",
+        "metadata": {"name": name},
+        "spec": body,
+    }
+
+
+def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
+
+
+def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
+    result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
+    return result
+
+
+def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
+    for cond in obj.get("status", {}).get("conditions", []):
+        if cond["type"] == type_:
+            return dict(cond)
+    return {}
+
+
+def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: float = 90) -> None:
+    def ready() -> bool:
+        obj = get(kubectl, ns, "shard", name)
+        status = obj.get("status", {})
+        return (
+            status.get("version") == version
+            and status.get("phase") == "Ready"
+            and condition(obj, "Ready").get("status") == "True"
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    wait_for(ready, timeout, f"Shard {name} Ready at kcp {version}")
+
+
+def patch_spec(kubectl: Kubectl, ns: str, name: str, spec: dict[str, Any]) -> None:
+    kubectl("patch", "-n", ns, "shard", name, "--type=merge", "-p", json.dumps({"spec": spec}))
+
+
+def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
+    out = kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    return [item["reason"] for item in json.loads(out)["items"]]
