@@ -151,3 +151,16 @@ def test_held_at_running_version_keeps_a_custom_image() -> None:
     assert held.spec.version == "0.32.3"
     assert held.spec.image_ref == "r:5000/kcp:old"
     assert held_at_running_version(shard, None) is None
+
+
+def test_waiting_shard_keeps_the_secret_digest_of_its_running_version() -> None:
+    root = root_with("0.32.3")
+    revisions = {"cache": "1", "root-admin": "7"}
+    old = make(non_root_object(version="0.32.3"))
+    running = render_shard(old, root, RELEASE, revisions)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    wanted = make(non_root_object(version="0.33.0"))
+    read = {name: revisions[name] for name in wanted.spec.secret_names}
+    decision = plan(wanted, root, observed, RELEASE, read)
+    assert decision.waiting is not None
+    assert decision.apply == []

@@ -5,8 +5,12 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.reconcile import mounted_secrets
-from kcp_shard_operator.render import SECRETS_ANNOTATION, VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.render import (
+    SECRETS_ANNOTATION,
+    VERSION_ANNOTATION,
+    render_shard,
+    secret_names,
+)
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.versions import Version
 
@@ -197,11 +201,26 @@ def test_secret_revisions_restart_pods_when_a_secret_changes(root: Shard) -> Non
 
 
 def test_mounted_secrets_follow_the_version(root: Shard) -> None:
-    old = make(non_root_object(version="0.32.3"))
-    new = make(non_root_object(version="0.33.0"))
-    assert mounted_secrets(old, root, RELEASE) == ["cache", "root-admin"]
-    assert mounted_secrets(new, root, RELEASE) == ["cache"]
-    assert mounted_secrets(new, None, RELEASE) == []
+    def mounted(version: str) -> list[str]:
+        shard = make(non_root_object(version=version))
+        return secret_names(
+            render_shard(shard, root, RELEASE).deployment["spec"]["template"]["spec"]
+        )
+
+    assert mounted("0.32.3") == ["cache", "root-admin"]
+    assert mounted("0.33.0") == ["cache"]
+
+
+def test_spec_names_the_secrets_of_every_version() -> None:
+    spec = make(
+        non_root_object(
+            version="0.33.0",
+            etcd={"endpoints": ["https://e:2379"], "tlsSecretRef": {"name": "etcd"}},
+            tls={"clientCASecretRef": {"name": "ca"}},
+            adminKubeconfigSecretRef={"name": "admin"},
+        )
+    ).spec
+    assert spec.secret_names == ["ca", "cache", "etcd", "root-admin"]
 
 
 @pytest.mark.parametrize(

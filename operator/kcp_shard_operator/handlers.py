@@ -16,7 +16,7 @@ import kopf
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
 from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.reconcile import mounted_secrets, plan
+from kcp_shard_operator.reconcile import plan
 from kcp_shard_operator.render import child_name
 from kcp_shard_operator.shardclient import clean_shard
 from kcp_shard_operator.spec import Shard, parse_shard
@@ -105,7 +105,7 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         }
         revisions = {
             name: ctx.kube.resource_version("v1", "Secret", namespace, name)
-            for name in mounted_secrets(shard, root, release)
+            for name in shard.spec.secret_names
         }
         decision = plan(shard, root, observed, release, revisions)
         for child in decision.apply:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import render_shard, secret_names
+from kcp_shard_operator.render import render_shard
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import deployed_version
 from kcp_shard_operator.versions import InvalidVersionError, Version
@@ -102,15 +102,6 @@ def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | No
         return None
     image = replace(shard.spec.image, repository=repository, tag=tag)
     return replace(shard, spec=replace(shard.spec, version=running, image=image))
-
-
-def mounted_secrets(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[str]:
-    """The Secrets the shard's pods mount (none when the Shard cannot be rendered)."""
-    try:
-        rendered = render_shard(shard, root, deprecating_release)
-    except SpecError:
-        return []
-    return secret_names(rendered.deployment["spec"]["template"]["spec"])
 
 
 def contains(actual: Any, desired: Any) -> bool:

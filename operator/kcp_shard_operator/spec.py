@@ -168,6 +168,23 @@ class ShardSpec:
         return Version.parse(self.version)
 
     @property
+    def secret_names(self) -> list[str]:
+        """Every Secret the shard's pods may mount, whatever its version (sorted).
+
+        Not only those of ``version``: a shard held at an older version while it waits
+        for its root mounts the older version's Secrets.
+        """
+        refs = (
+            self.etcd.tls_secret_ref,
+            self.cache.kubeconfig_secret_ref,
+            self.root_shard_kubeconfig_secret_ref,
+            self.tls.serving_cert_secret_ref,
+            self.tls.client_ca_secret_ref,
+            self.tls.service_account_key_secret_ref,
+        )
+        return sorted({ref.name for ref in refs if ref is not None})
+
+    @property
     def image_ref(self) -> str:
         return f"{self.image.repository}:{self.image.tag or 'v' + self.version}"
 
