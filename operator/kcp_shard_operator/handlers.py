@@ -31,9 +31,9 @@ from kcp_shard_operator.status import (
 from kcp_shard_operator.versions import Version
 
 CHILD_KINDS = (
-    ("v1", "Service"),
-    ("apps/v1", "Deployment"),
-    ("policy/v1", "PodDisruptionBudget"),
+    ("v1", "Service", "services"),
+    ("apps/v1", "Deployment", "deployments"),
+    ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
 )
 RESYNC_SECONDS = 30.0
 Logger = logging.Logger | logging.LoggerAdapter[Any]
@@ -101,7 +101,8 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             return
         root = _root_of(ctx, shard)
         observed = {
-            kind: ctx.kube.get(api, kind, namespace, child_name(shard)) for api, kind in CHILD_KINDS
+            kind: ctx.kube.get(api, kind, namespace, child_name(shard))
+            for api, kind, _ in CHILD_KINDS
         }
         revisions = {
             name: ctx.kube.resource_version("v1", "Secret", namespace, name)
@@ -256,12 +257,8 @@ def register(registry: kopf.OperatorRegistry) -> None:
     )
     timer(on_shard_timer)
     managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
-    for group_version, plural in (
-        ("apps/v1", "deployments"),
-        ("v1", "services"),
-        ("policy/v1", "poddisruptionbudgets"),
-    ):
-        watch = kopf.on.event(group_version, plural, labels=managed, registry=registry)
+    for api_version, _, plural in CHILD_KINDS:
+        watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
         watch(on_child_event)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.login(registry=registry)(kopf.login_via_client)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
 from kcp_shard_operator.flags import without_flag
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.spec import LocalObjectRef, SecretKeyRef, Shard
+from kcp_shard_operator.spec import LocalObjectRef, SecretKeyRef, Shard, missing_root_kubeconfig
 from kcp_shard_operator.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
@@ -168,7 +168,7 @@ def _kcp_flags(
     root_ref = spec.root_shard_kubeconfig_secret_ref
     if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):
         if root_ref is None:
-            raise SpecError("spec.rootShardKubeconfigSecretRef", f"is required on kcp {version}")
+            raise missing_root_kubeconfig(version, deprecating_release)
         path = pod.kubeconfig("root-shard-kubeconfig", root_ref, "/etc/kcp/root-shard")
         args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
         extra, dropped = list(spec.extra_args), list[str]()

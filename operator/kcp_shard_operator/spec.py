@@ -246,11 +246,16 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         and not ignores_root_shard_flag(version, deprecating_release)
         and spec.root_shard_kubeconfig_secret_ref is None
     ):
-        raise SpecError(
-            "spec.rootShardKubeconfigSecretRef",
-            f"is required for non-root shards on kcp {version} "
-            f"(older than {deprecating_release}, which still needs --root-shard-kubeconfig-file)",
-        )
+        raise missing_root_kubeconfig(version, deprecating_release)
+
+
+def missing_root_kubeconfig(version: Version, deprecating_release: Version) -> SpecError:
+    """The error for a non-root shard on a kcp that needs the root kubeconfig but has none."""
+    return SpecError(
+        "spec.rootShardKubeconfigSecretRef",
+        f"is required for non-root shards on kcp {version} "
+        f"(older than {deprecating_release}, which still needs --root-shard-kubeconfig-file)",
+    )
 
 
 def parse_shard(obj: Any, deprecating_release: Version) -> Shard:
