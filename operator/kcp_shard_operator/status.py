@@ -133,26 +133,7 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     """The full status to write; unchanged conditions keep their transition time."""
     previous: JSON = shard.status or {}
     phase, conditions = conditions_for(shard, seen)
-    old = {c.get("type"): c for c in previous.get("conditions") or []}
-    rendered: list[JSON] = []
-    for cond in conditions:
-        truth = "True" if cond.status else "False"
-        before = old.get(cond.type)
-        unchanged = before is not None and before.get("status") == truth
-        rendered.append(
-            {
-                "type": cond.type,
-                "status": truth,
-                "reason": cond.reason,
-                "message": cond.message,
-                "observedGeneration": shard.generation,
-                "lastTransitionTime": before.get("lastTransitionTime", now)
-                if unchanged and before
-                else now,
-            }
-        )
-    known = {cond.type for cond in conditions}
-    rendered += [c for c in previous.get("conditions") or [] if c.get("type") not in known]
+    rendered = merged_conditions(previous, conditions, shard.generation, now)
     version = (
         deployed_version(seen.deployment)
         if rollout_complete(seen.deployment)
@@ -216,29 +197,44 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
     return events
 
 
+def merged_conditions(
+    previous: JSON, conditions: list[Condition], generation: int, now: str
+) -> list[JSON]:
+    """``conditions`` as status entries, then the previous ones of other types.
+
+    An entry whose status did not change keeps its ``lastTransitionTime``.
+    """
+    old = {c.get("type"): c for c in previous.get("conditions") or []}
+    merged: list[JSON] = []
+    for cond in conditions:
+        truth = "True" if cond.status else "False"
+        before = old.get(cond.type) or {}
+        merged.append(
+            {
+                "type": cond.type,
+                "status": truth,
+                "reason": cond.reason,
+                "message": cond.message,
+                "observedGeneration": generation,
+                "lastTransitionTime": before.get("lastTransitionTime", now)
+                if before.get("status") == truth
+                else now,
+            }
+        )
+    known = {cond.type for cond in conditions}
+    return merged + [c for c in previous.get("conditions") or [] if c.get("type") not in known]
+
+
 def invalid_status(previous: JSON | None, generation: int, problem: str, now: str) -> JSON:
     """Status of a Shard whose spec could not be parsed at all."""
     base = dict(previous or {})
     conditions = [
-        c
-        for c in base.get("conditions") or []
-        if c.get("type") not in (READY, PROGRESSING, DEGRADED)
+        Condition(type_, truth, "InvalidSpec", problem)
+        for type_, truth in ((READY, False), (PROGRESSING, False), (DEGRADED, True))
     ]
-    old = {c.get("type"): c for c in base.get("conditions") or []}
-    for type_, status in ((READY, "False"), (PROGRESSING, "False"), (DEGRADED, "True")):
-        before = old.get(type_)
-        keep_time = before is not None and before.get("status") == status
-        conditions.append(
-            {
-                "type": type_,
-                "status": status,
-                "reason": "InvalidSpec",
-                "message": problem,
-                "observedGeneration": generation,
-                "lastTransitionTime": before.get("lastTransitionTime", now)
-                if keep_time and before
-                else now,
-            }
-        )
-    base.update(observedGeneration=generation, phase="Degraded", conditions=conditions)
+    base.update(
+        observedGeneration=generation,
+        phase="Degraded",
+        conditions=merged_conditions(base, conditions, generation, now),
+    )
     return base
