@@ -33,6 +33,13 @@ def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
     return result
 
 
+def kcp_container(kubectl: Kubectl, ns: str, shard_name: str) -> dict[str, Any]:
+    """The kcp container of the Shard's Deployment as the API server has it."""
+    deployment = get(kubectl, ns, "deployment", f"{shard_name}-kcp")
+    container: dict[str, Any] = deployment["spec"]["template"]["spec"]["containers"][0]
+    return container
+
+
 def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
     for cond in obj.get("status", {}).get("conditions", []):
         if cond["type"] == type_:

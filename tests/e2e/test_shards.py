@@ -8,7 +8,17 @@ from typing import Any
 import pytest
 
 from .kube import KubectlError, OperatorProcess, wait_for
-from .shards import Kubectl, apply, condition, events, get, patch_spec, shard, wait_ready
+from .shards import (
+    Kubectl,
+    apply,
+    condition,
+    events,
+    get,
+    kcp_container,
+    patch_spec,
+    shard,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.e2e
 ROOT_FLAG = "--root-shard-kubeconfig-file"
@@ -57,8 +67,7 @@ def test_version_change_rolls_the_deployment(
     assert get(kubectl, namespace, "pdb", "root-kcp")["spec"]["maxUnavailable"] == 1
     patch_spec(kubectl, namespace, "root", {"version": "0.33.0"})
     wait_ready(kubectl, namespace, "root", "0.33.0")
-    dep = get(kubectl, namespace, "deployment", "root-kcp")
-    assert dep["spec"]["template"]["spec"]["containers"][0]["image"].endswith(":v0.33.0")
+    assert kcp_container(kubectl, namespace, "root")["image"].endswith(":v0.33.0")
     assert "RolledOut" in events(kubectl, namespace, "root")
 
 
@@ -103,9 +112,7 @@ def test_non_root_waits_for_its_root(
     )
     wait_ready(kubectl, namespace, "root", "0.33.0")
     wait_ready(kubectl, namespace, "shard-1", "0.33.0")
-    args = get(kubectl, namespace, "deployment", "shard-1-kcp")["spec"]["template"]["spec"][
-        "containers"
-    ][0]["args"]
+    args = kcp_container(kubectl, namespace, "shard-1")["args"]
     assert not any(a.startswith(ROOT_FLAG) for a in args)
 
 
@@ -119,9 +126,7 @@ def test_deprecated_flag_in_extra_args_is_dropped(
         non_root("shard-1", "0.33.0", extraArgs=[ROOT_FLAG, "/etc/x", "--v=3"]),
     )
     wait_ready(kubectl, namespace, "shard-1", "0.33.0")
-    args = get(kubectl, namespace, "deployment", "shard-1-kcp")["spec"]["template"]["spec"][
-        "containers"
-    ][0]["args"]
+    args = kcp_container(kubectl, namespace, "shard-1")["args"]
     assert "--v=3" in args
     assert ROOT_FLAG not in args
     assert "/etc/x" not in args
