@@ -18,12 +18,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from kcp_shard_operator import migrate, shardchart
+from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.versions import (
-    DEFAULT_DEPRECATING_RELEASE,
-    DEPRECATING_RELEASE_ENV,
     InvalidVersionError,
     Version,
-    deprecating_release_from_env,
 )
 
 EXIT_OK = 0
@@ -53,14 +51,7 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="also remove volumeMounts and volumes that only served the flag",
     )
-    parser.add_argument(
-        "--root-shard-flag-removed-in",
-        metavar="X.Y.Z",
-        help=(
-            "first kcp release that ignores the flag "
-            f"(default: ${DEPRECATING_RELEASE_ENV}, else {DEFAULT_DEPRECATING_RELEASE})"
-        ),
-    )
+    add_deprecating_release_option(parser)
     parser.add_argument(
         "--from-shard-chart",
         metavar="VALUES.yaml",
@@ -81,11 +72,7 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     err: TextIO = sys.stderr
     try:
-        release = (
-            Version.parse(args.root_shard_flag_removed_in)
-            if args.root_shard_flag_removed_in
-            else deprecating_release_from_env()
-        )
+        release = deprecating_release(args)
     except InvalidVersionError as exc:
         print(f"migrate-values: --root-shard-flag-removed-in: {exc}", file=err)
         return EXIT_ERROR

@@ -9,26 +9,11 @@ from typing import Any
 
 import yaml
 
+from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.documents import ShardProblem, load_shards, root_of
 from kcp_shard_operator.model import SpecError
 from kcp_shard_operator.render import render_shard
-from kcp_shard_operator.versions import Version, deprecating_release_from_env
-
-
-def add_deprecating_release_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--root-shard-flag-removed-in",
-        metavar="VERSION",
-        type=Version.parse,
-        default=None,
-        help="first kcp release that ignores --root-shard-kubeconfig-file "
-        "(default: $KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN or 0.33.0)",
-    )
-
-
-def deprecating_release(args: argparse.Namespace) -> Version:
-    chosen: Version | None = args.root_shard_flag_removed_in
-    return chosen if chosen is not None else deprecating_release_from_env()
+from kcp_shard_operator.versions import InvalidVersionError
 
 
 def register(commands: Any) -> None:
@@ -54,11 +39,11 @@ def _read(path: Path) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    release = deprecating_release(args)
     try:
+        release = deprecating_release(args)
         texts = [_read(path) for path in args.filename]
         shards, problems = load_shards(texts, release)
-    except (OSError, yaml.YAMLError) as err:
+    except (InvalidVersionError, OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     documents: list[dict[str, Any]] = []

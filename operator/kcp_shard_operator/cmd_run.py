@@ -11,8 +11,9 @@ from typing import Any
 import kopf
 
 from kcp_shard_operator import handlers
-from kcp_shard_operator.cmd_render import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.kube import Kube, load_api_client
+from kcp_shard_operator.versions import InvalidVersionError
 
 CLEANUP_ENV = "KCP_SHARD_IDENTITY_CACHE_CLEANUP"
 LOG_LEVEL_ENV = "KCP_SHARD_LOG_LEVEL"
@@ -81,8 +82,12 @@ def register(commands: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cleanup: bool | None = args.identity_cache_cleanup
+    try:
+        release = deprecating_release(args)
+    except InvalidVersionError as err:
+        raise SystemExit(f"error: --root-shard-flag-removed-in: {err}") from err
     settings = handlers.Settings(
-        deprecating_release=deprecating_release(args),
+        deprecating_release=release,
         identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
     )
     kopf.configure(
