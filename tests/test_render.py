@@ -245,3 +245,15 @@ def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> N
     shard = make(non_root_object(version="0.33.0", extraArgs=["--etcd-servers=https://e:2379"]))
     args = args_of(shard, root)
     assert args[-1] == "--etcd-servers=https://e:2379"
+
+
+@pytest.mark.parametrize("kind", ["service", "pdb"])
+def test_a_version_change_leaves_service_and_pdb_untouched(kind: str) -> None:
+    spec = {"replicas": 2, "etcd": {"endpoints": ["https://etcd:2379"]}}
+    old = render_shard(make(shard_object(version="0.32.3", **spec)), None, RELEASE)
+    new = render_shard(make(shard_object(version="0.32.4", **spec)), None, RELEASE)
+    assert getattr(old, kind) == getattr(new, kind)
+    assert old.deployment != new.deployment
+    labels = new.deployment["metadata"]["labels"]
+    assert labels["app.kubernetes.io/version"] == "0.32.4"
+    assert new.deployment["spec"]["template"]["metadata"]["labels"] == labels

@@ -54,14 +54,17 @@ def selector_labels(shard: Shard) -> dict[str, str]:
     return {"app.kubernetes.io/name": "kcp", "app.kubernetes.io/instance": shard.name}
 
 
-def labels(shard: Shard, root_name: str | None) -> dict[str, str]:
+def labels(shard: Shard, root_name: str | None, *, versioned: bool = False) -> dict[str, str]:
+    """Recommended labels; the kcp version only where it changes anyway (the Deployment),
+    so that an upgrade does not rewrite the Service and the PodDisruptionBudget."""
     result = {
         **selector_labels(shard),
         "app.kubernetes.io/component": "root-shard" if shard.spec.is_root else "shard",
         "app.kubernetes.io/part-of": "kcp",
         "app.kubernetes.io/managed-by": FIELD_MANAGER,
-        "app.kubernetes.io/version": shard.spec.version,
     }
+    if versioned:
+        result["app.kubernetes.io/version"] = shard.spec.version
     if root_name:
         result[ROOT_SHARD_LABEL] = root_name
     return result
@@ -71,11 +74,11 @@ def service_url(shard: Shard) -> str:
     return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
 
 
-def _metadata(shard: Shard, root_name: str | None) -> JSON:
+def _metadata(shard: Shard, root_name: str | None, *, versioned: bool = False) -> JSON:
     meta: JSON = {
         "name": child_name(shard),
         "namespace": shard.namespace,
-        "labels": labels(shard, root_name),
+        "labels": labels(shard, root_name, versioned=versioned),
     }
     if shard.uid:
         meta["ownerReferences"] = [
@@ -263,7 +266,7 @@ def _deployment(
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(shard, root_name),
+        "metadata": _metadata(shard, root_name, versioned=True),
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(shard)},
@@ -273,7 +276,7 @@ def _deployment(
             },
             "template": {
                 "metadata": {
-                    "labels": labels(shard, root_name),
+                    "labels": labels(shard, root_name, versioned=True),
                     "annotations": annotations,
                 },
                 "spec": pod_spec,
