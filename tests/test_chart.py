@@ -289,7 +289,7 @@ def test_default_install_is_cluster_wide_and_standalone() -> None:
     assert container(objects)["args"][:3] == ["run", "--all-namespaces", "--standalone"]
     role = one(objects, "ClusterRole")
     assert rules_for(role, "secrets") == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
     ]
     assert rules_for(role, "clusterkopfpeerings") == []
 
@@ -303,7 +303,7 @@ def test_default_install_is_cluster_wide_and_standalone() -> None:
         ("deployments", ["get", "list", "watch", "create", "patch"]),
         ("services", ["get", "list", "watch", "create", "patch"]),
         ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "delete"]),
-        ("secrets", ["get"]),
+        ("secrets", ["get", "list", "watch"]),
         ("events", ["create"]),
     ],
 )

@@ -14,6 +14,7 @@ from typing import Any, cast
 import kopf
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
+from kcp_shard_operator.cache import Store
 from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
 from kcp_shard_operator.model import JSON, SpecError
 from kcp_shard_operator.reconcile import plan
@@ -36,6 +37,7 @@ CHILD_KINDS = (
     ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
 )
 RESYNC_SECONDS = 30.0
+FINALIZER = f"{API_GROUP}/finalizer"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
@@ -49,10 +51,11 @@ class Settings:
 
 @dataclass
 class Context:
-    """What every handler needs: settings, API access and per-Shard locks."""
+    """What every handler needs: settings, API access, the watch-fed store, per-Shard locks."""
 
     settings: Settings
     kube: Kube
+    store: Store = field(default_factory=Store)
     _locks: dict[str, threading.Lock] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     cleanup_failures: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -70,8 +73,21 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
+    """The object from the store; from the API server only when the store does not know it."""
+    known, body = ctx.store.lookup(kind, namespace, name)
+    if known:
+        return body
+    found = ctx.kube.get(api_version, kind, namespace, name)
+    if found is None:
+        ctx.store.not_found(kind, namespace, name)
+    else:
+        ctx.store.put(kind, found)
+    return found
+
+
 def _get_shard(ctx: Context, namespace: str, name: str) -> JSON | None:
-    return ctx.kube.get(SHARD_API_VERSION, "Shard", namespace, name)
+    return _read(ctx, SHARD_API_VERSION, "Shard", namespace, name)
 
 
 def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
@@ -79,7 +95,7 @@ def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
     if before == status:
         return
     meta = obj["metadata"]
-    ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status)
+    ctx.store.put("Shard", ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
     for event in events_between(before, status):
         kopf.event(
             cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message
@@ -101,17 +117,22 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             return
         root = _root_of(ctx, shard)
         observed = {
-            kind: ctx.kube.get(api, kind, namespace, child_name(shard))
+            kind: _read(ctx, api, kind, namespace, child_name(shard))
             for api, kind, _ in CHILD_KINDS
         }
         revisions = {
-            name: ctx.kube.resource_version("v1", "Secret", namespace, name)
+            name: str(
+                ((_read(ctx, "v1", "Secret", namespace, name) or {}).get("metadata") or {}).get(
+                    "resourceVersion", ""
+                )
+            )
             for name in shard.spec.secret_names
         }
         decision = plan(shard, root, observed, release, revisions)
         for child in decision.apply:
             existed = observed.get(child["kind"]) is not None
             applied = ctx.kube.apply(child)
+            ctx.store.put(child["kind"], applied)
             observed[child["kind"]] = applied
             logger.info("applied %s %s", child["kind"], child["metadata"]["name"])
             if existed:
@@ -124,6 +145,7 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
                 )
         if decision.delete_pdb:
             ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
+            ctx.store.deleted("PodDisruptionBudget", namespace, child_name(shard))
         seen = Observation(
             deployment=observed.get("Deployment"),
             error=decision.error,
@@ -185,8 +207,13 @@ def _root_of(ctx: Context, shard: Shard) -> Shard | None:
 def _dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
     return [
         item["metadata"]["name"]
-        for item in ctx.kube.list(SHARD_API_VERSION, "Shard", namespace)
-        if ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
+        for item in ctx.store.select(
+            "Shard",
+            namespace,
+            lambda item: (
+                ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
+            ),
+        )
     ]
 
 
@@ -196,19 +223,36 @@ def _context(memo: Any) -> Context:
     return ctx
 
 
+def _remember(ctx: Context, kind: str, type: str | None, body: kopf.Body) -> None:
+    """Keep what a watch delivered; a DELETED event leaves the object known as absent."""
+    raw = cast(JSON, dict(body))
+    if type == "DELETED":
+        meta = raw.get("metadata") or {}
+        ctx.store.deleted(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+    else:
+        ctx.store.put(kind, raw)
+
+
 def on_shard_event(
     *,
     type: str,
+    body: kopf.Body,
     spec: kopf.Spec,
+    meta: kopf.Meta,
     namespace: str | None,
     name: str,
     memo: Any,
     logger: Logger,
     **_: Any,
 ) -> None:
+    ctx = _context(memo)
+    _remember(ctx, "Shard", type, body)
     if type == "DELETED" or namespace is None:
         return
-    ctx = _context(memo)
+    if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
+        # kopf adds its finalizer first; writing status now would race with that patch.
+        # The finalizer's own MODIFIED event brings the Shard back here.
+        return
     reconcile(ctx, namespace, name, logger)
     if not spec.get("rootShardRef"):
         for dependent in _dependents(ctx, namespace, name):
@@ -223,13 +267,27 @@ def on_shard_timer(
 
 
 def on_child_event(
-    *, namespace: str | None, meta: kopf.Meta, memo: Any, logger: Logger, **_: Any
+    *,
+    type: str,
+    body: kopf.Body,
+    namespace: str | None,
+    meta: kopf.Meta,
+    memo: Any,
+    logger: Logger,
+    **_: Any,
 ) -> None:
+    ctx = _context(memo)
+    _remember(ctx, str(body.get("kind", "")), type, body)
     if namespace is None:
         return
     for owner in meta.get("ownerReferences") or []:
         if owner.get("kind") == "Shard" and owner.get("apiVersion") == SHARD_API_VERSION:
-            reconcile(_context(memo), namespace, owner["name"], logger)
+            reconcile(ctx, namespace, owner["name"], logger)
+
+
+def on_secret_event(*, type: str, body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Secrets are only remembered (metadata); a rotation rolls pods on the next resync."""
+    _remember(_context(memo), "Secret", type, body)
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -237,8 +295,9 @@ def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"
     )
-    settings.persistence.finalizer = f"{API_GROUP}/finalizer"
-    settings.posting.level = logging.INFO
+    settings.persistence.finalizer = FINALIZER
+    # Events are posted explicitly for what a human should see; kopf's log lines stay logs.
+    settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]
 
@@ -260,5 +319,6 @@ def register(registry: kopf.OperatorRegistry) -> None:
     for api_version, _, plural in CHILD_KINDS:
         watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
         watch(on_child_event)
+    kopf.on.event("v1", "secrets", registry=registry)(on_secret_event)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.login(registry=registry)(kopf.login_via_client)

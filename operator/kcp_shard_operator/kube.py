@@ -43,15 +43,6 @@ class Kube:
             return None
         return cast(JSON, found.to_dict())
 
-    def resource_version(self, api_version: str, kind: str, namespace: str, name: str) -> str:
-        """The object's resourceVersion, or "" when it does not exist."""
-        found = self.get(api_version, kind, namespace, name)
-        return str((found or {}).get("metadata", {}).get("resourceVersion", ""))
-
-    def list(self, api_version: str, kind: str, namespace: str) -> list[JSON]:
-        found = self._resource(api_version, kind).get(namespace=namespace)
-        return [cast(JSON, item) for item in found.to_dict().get("items", [])]
-
     def apply(self, obj: JSON) -> JSON:
         resource = self._resource(obj["apiVersion"], obj["kind"])
         applied = resource.server_side_apply(
@@ -68,14 +59,16 @@ class Kube:
         except NotFoundError:
             return
 
-    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> None:
+    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        """Merge ``status`` into the Shard's status; the Shard as written."""
         shards = self._resource(SHARD_API_VERSION, "Shard")
-        shards.status.patch(
+        patched = shards.status.patch(
             name=name,
             namespace=namespace,
             body={"status": status},
             content_type="application/merge-patch+json",
         )
+        return cast(JSON, patched.to_dict())
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
         secret = self.get("v1", "Secret", namespace, name)

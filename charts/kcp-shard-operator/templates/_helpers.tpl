@@ -69,8 +69,9 @@ RBAC rules for the namespaced resources the operator reads and writes, measured
 by running it with these rules and nothing else: Shards (kopf patches its
 finalizer and annotations) and their status (merge patch); the children it
 applies with server-side apply (apply needs create when the object is new; it
-deletes only PodDisruptionBudgets, garbage collection deletes the rest); the
-admin kubeconfig Secrets read by the identity-cache cleanup; core events posted
+deletes only PodDisruptionBudgets, garbage collection deletes the rest); Secrets,
+watched for the resourceVersions of the mounted ones (a rotation rolls the pods) and
+read for the admin kubeconfig of the identity-cache cleanup; core events posted
 by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
@@ -91,7 +92,7 @@ by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namesp
   verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get"]
+  verbs: ["get", "list", "watch"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]

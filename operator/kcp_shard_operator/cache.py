@@ -1,0 +1,82 @@
+"""Objects seen on the operator's watch streams, so a reconcile pass reads no API.
+
+kopf's event handlers put every Shard, child and Secret they see here; a pass reads from
+here and asks the API server only for what the watches have not delivered yet (a miss).
+An object known to be absent (deleted on a watch, or a 404 after a miss) is remembered as
+``None``, so a Shard without a PodDisruptionBudget costs no read either. Bodies are kept
+without ``managedFields``, Secrets as metadata only.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from kcp_shard_operator.model import JSON
+
+Key = tuple[str, str, str]
+"""(kind, namespace, name)"""
+
+
+def _resource_version(body: JSON) -> int | None:
+    text = str((body.get("metadata") or {}).get("resourceVersion", ""))
+    return int(text) if text.isdigit() else None
+
+
+def trimmed(kind: str, body: JSON) -> JSON:
+    """What the cache keeps of ``body``: no managedFields; of a Secret, its metadata only."""
+    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
+    if kind == "Secret":
+        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+    return {**body, "metadata": meta}
+
+
+class Store:
+    """A thread-safe map of the newest body seen per object."""
+
+    def __init__(self) -> None:
+        self._objects: dict[Key, JSON | None] = {}
+        self._lock = threading.Lock()
+
+    def put(self, kind: str, body: JSON) -> None:
+        """Keep ``body`` unless the store already holds a newer version of the object.
+
+        Watch events and the operator's own write responses race; resourceVersions are
+        compared only when both are integers (etcd revisions), else the last one wins.
+        """
+        meta = body.get("metadata") or {}
+        key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        kept = trimmed(kind, body)
+        with self._lock:
+            old = self._objects.get(key)
+            new_rv = _resource_version(kept)
+            old_rv = _resource_version(old) if old is not None else None
+            if old_rv is not None and new_rv is not None and new_rv < old_rv:
+                return
+            self._objects[key] = kept
+
+    def deleted(self, kind: str, namespace: str, name: str) -> None:
+        """The object is gone (a watch said so, or the operator deleted it)."""
+        with self._lock:
+            self._objects[(kind, namespace, name)] = None
+
+    def not_found(self, kind: str, namespace: str, name: str) -> None:
+        """A read after a miss found nothing; a body a watch put meanwhile stays."""
+        with self._lock:
+            self._objects.setdefault((kind, namespace, name), None)
+
+    def lookup(self, kind: str, namespace: str, name: str) -> tuple[bool, JSON | None]:
+        """Whether the store knows the object, and its body (None: known to be absent)."""
+        key = (kind, namespace, name)
+        with self._lock:
+            return key in self._objects, self._objects.get(key)
+
+    def select(self, kind: str, namespace: str, keep: Callable[[JSON], bool]) -> list[JSON]:
+        """Cached objects of ``kind`` in ``namespace`` for which ``keep`` is true."""
+        with self._lock:
+            found = [
+                body
+                for (k, ns, _), body in self._objects.items()
+                if k == kind and ns == namespace and body is not None
+            ]
+        return [body for body in found if keep(body)]

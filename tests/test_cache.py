@@ -1,0 +1,78 @@
+"""The watch-fed store: newest body wins, absence is remembered, Secrets keep metadata."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcp_shard_operator.cache import Store, trimmed
+from kcp_shard_operator.model import JSON
+
+
+def obj(name: str, rv: str, namespace: str = "ns", **fields: object) -> JSON:
+    meta = {"name": name, "namespace": namespace, "resourceVersion": rv}
+    return {"metadata": meta, **fields}
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "kept"),
+    [
+        ("5", "7", "7"),  # a newer watch event replaces
+        ("7", "5", "7"),  # a late, older event does not undo the operator's own write
+        ("7", "7", "7"),
+        ("abc", "5", "5"),  # opaque versions: the last one wins
+        ("5", "", ""),
+    ],
+)
+def test_put_keeps_the_newest_version(first: str, second: str, kept: str) -> None:
+    store = Store()
+    store.put("Deployment", obj("d", first))
+    store.put("Deployment", obj("d", second))
+    known, body = store.lookup("Deployment", "ns", "d")
+    assert known
+    assert body is not None
+    assert body["metadata"]["resourceVersion"] == kept
+
+
+def test_unknown_absent_and_present_are_told_apart() -> None:
+    store = Store()
+    assert store.lookup("Service", "ns", "s") == (False, None)
+    store.not_found("Service", "ns", "s")
+    assert store.lookup("Service", "ns", "s") == (True, None)
+    store.put("Service", obj("s", "3"))
+    assert store.lookup("Service", "ns", "s")[1] is not None
+    store.deleted("Service", "ns", "s")
+    assert store.lookup("Service", "ns", "s") == (True, None)
+
+
+def test_not_found_does_not_hide_a_body_a_watch_delivered_meanwhile() -> None:
+    store = Store()
+    store.put("PodDisruptionBudget", obj("p", "9"))
+    store.not_found("PodDisruptionBudget", "ns", "p")
+    assert store.lookup("PodDisruptionBudget", "ns", "p")[1] is not None
+
+
+def test_trimmed_drops_managed_fields_and_secret_data() -> None:
+    secret = obj("s", "4", data={"token": "c2VjcmV0"}, type="Opaque")
+    secret["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    assert trimmed("Secret", secret) == {
+        "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "4"}
+    }
+    deployment = obj("d", "4", spec={"replicas": 1})
+    deployment["metadata"]["managedFields"] = [{"manager": "kcp-shard-operator"}]
+    kept = trimmed("Deployment", deployment)
+    assert kept["spec"] == {"replicas": 1}
+    assert "managedFields" not in kept["metadata"]
+    assert "managedFields" in deployment["metadata"], "the caller's body is not changed"
+
+
+def test_select_filters_by_kind_namespace_and_predicate() -> None:
+    store = Store()
+    store.put("Shard", obj("root", "1", spec={}))
+    store.put("Shard", obj("s1", "2", spec={"rootShardRef": {"name": "root"}}))
+    store.put("Shard", obj("s2", "3", namespace="other", spec={"rootShardRef": {"name": "root"}}))
+    store.put("Deployment", obj("s1", "4", spec={"rootShardRef": {"name": "root"}}))
+    store.deleted("Shard", "ns", "gone")
+    found = store.select(
+        "Shard", "ns", lambda body: bool(body["spec"].get("rootShardRef", {}).get("name"))
+    )
+    assert [body["metadata"]["name"] for body in found] == ["s1"]
