@@ -1,16 +1,30 @@
-"""Operator benchmark on the local cluster: time to Ready and memory for many Shards.
+"""Operator benchmark on the local cluster, against the floor, for N = 100 and 1000 Shards.
 
-Starts its own kwok cluster, runs the operator as a local process, applies one root
-shard and N-1 non-root shards, and measures how long until every Shard is Ready, how
-many API writes a quiet resync makes, and the operator's peak RSS. Prints the figures
-and writes them to bench/results/operator.json.
+For each N it starts its own kwok cluster whose API server writes an audit log of two
+ServiceAccounts: the operator's and the benchmark driver's (every kubectl call here).
+It measures, in one run:
+
+- the floor: the driver server-side applies the operator's own rendering of the N Shards
+  (Deployment and Service each) and waits until every Deployment is available;
+- the operator: the driver applies the N Shards and waits until all are Ready; the
+  operator's reads, writes, failed writes and Events to get there (from the audit log),
+  its CPU time and peak RSS;
+- the steady state: the operator's reads and writes over two quiet resync periods;
+- a version change of 10% of the Shards: the operator's writes per changed Shard;
+- reaction time: from a driver's patch of a Shard's spec to the operator's write of its
+  Deployment, for up to 100 Shards patched one after another (p50, p99).
+
+Prints one table and writes bench/results/operator.json. ``BENCH_SHARDS`` sets the sizes
+("100 1000" by default).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -19,7 +33,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from report import report
+from audit import AUDIT_POLICY, Counts, Request, count, parse, percentile, reaction_latencies
 from tests.e2e.kube import (
     CLUSTER_TOOLS,
     CRD_FILE,
@@ -29,27 +43,107 @@ from tests.e2e.kube import (
     apply_crds,
     build_tools,
     cluster_script_env,
-    create_namespace,
+    log,
     run_visible,
     tools_env,
     wait_for,
 )
 
+from kcp_shard_operator.handlers import RESYNC_SECONDS
+from kcp_shard_operator.render import render_shard
+from kcp_shard_operator.spec import parse_shard
+from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+
 RESULTS = Path(__file__).parent / "results" / "operator.json"
-SHARDS = int(os.environ.get("BENCH_SHARDS", "50"))
+SIZES = [int(n) for n in os.environ.get("BENCH_SHARDS", "100 1000").split()]
+BENCH_NS = "bench"
+OPERATOR = f"system:serviceaccount:{BENCH_NS}:operator"
+DRIVER = f"system:serviceaccount:{BENCH_NS}:driver"
+PODS_PER_NODE = 110  # kwok's node template
+OLD, NEW = "0.32.3", "0.33.0"
+FLOOR_WRITES_PER_SHARD = 3  # Deployment, Service and one status write
 
 
-def shard(name: str, root: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {"version": "0.33.0", "replicas": 1}
-    if not root:
+def shard(name: str, namespace: str, version: str) -> dict[str, Any]:
+    spec: dict[str, Any] = {"version": version, "replicas": 1}
+    if name != "root":
         spec["rootShardRef"] = {"name": "root"}
         spec["cache"] = {"kubeconfigSecretRef": {"name": "cache"}}
+        spec["rootShardKubeconfigSecretRef"] = {"name": "root-admin"}
     return {
         "apiVersion": "kcpshard.dev/v1alpha1",
         "kind": "Shard",
-        "metadata": {"name": name},
+        "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
     }
+
+
+def shards(n: int, namespace: str) -> list[dict[str, Any]]:
+    return [shard("root", namespace, NEW)] + [
+        shard(f"shard-{i}", namespace, OLD) for i in range(1, n)
+    ]
+
+
+def rendered(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """What the operator applies for ``docs`` (the floor applies the same objects)."""
+    parsed = [parse_shard(doc, DEFAULT_DEPRECATING_RELEASE) for doc in docs]
+    root = parsed[0]
+    objects: list[dict[str, Any]] = []
+    for item in parsed:
+        owner = None if item is root else root
+        objects.extend(render_shard(item, owner, DEFAULT_DEPRECATING_RELEASE).objects)
+    return objects
+
+
+def token_cluster(admin: Cluster, account: str, directory: Path) -> Cluster:
+    """A Cluster that acts as ServiceAccount ``account`` (cluster-admin) of the bench ns."""
+    admin.kubectl("create", "serviceaccount", "-n", BENCH_NS, account)
+    admin.kubectl(
+        "create",
+        "clusterrolebinding",
+        f"bench-{account}",
+        "--clusterrole=cluster-admin",
+        f"--serviceaccount={BENCH_NS}:{account}",
+    )
+    token = admin.kubectl("create", "token", "-n", BENCH_NS, account, "--duration=6h").strip()
+    config = yaml.safe_load(admin.kubeconfig.read_text())
+    for user in config["users"]:
+        user["user"] = {"token": token}
+    path = directory / f"{account}.kubeconfig"
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return Cluster(kubeconfig=path, env={**admin.env, "KUBECONFIG": str(path)})
+
+
+def items(cluster: Cluster, kind: str, namespace: str) -> list[dict[str, Any]]:
+    out = cluster.kubectl("get", kind, "-n", namespace, "-o", "json", timeout=300)
+    return list(json.loads(out)["items"])
+
+
+def all_available(cluster: Cluster, namespace: str, n: int) -> bool:
+    deps = items(cluster, "deployments", namespace)
+    available = [
+        d
+        for d in deps
+        if d.get("status", {}).get("availableReplicas", 0) == d["spec"]["replicas"]
+        and d.get("status", {}).get("observedGeneration", 0) >= d["metadata"]["generation"]
+    ]
+    return len(available) == n
+
+
+def ready_at(cluster: Cluster, namespace: str, names: set[str], version: str) -> bool:
+    found = {
+        s["metadata"]["name"]
+        for s in items(cluster, "shards", namespace)
+        if s.get("status", {}).get("phase") == "Ready"
+        and s.get("status", {}).get("version") == version
+    }
+    return names <= found
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -59,61 +153,176 @@ def peak_rss_mib(pid: int) -> float:
     return 0.0
 
 
-def ready_count(cluster: Cluster, namespace: str) -> int:
-    out = cluster.kubectl("get", "shards", "-n", namespace, "-o", "json")
-    items = json.loads(out)["items"]
-    return sum(1 for item in items if item.get("status", {}).get("phase") == "Ready")
+class AuditLog:
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def between(self, start: float, end: float) -> list[Request]:
+        with self.path.open(encoding="utf-8") as lines:
+            return [req for req in parse(lines) if start <= req.completed <= end]
 
 
-def deployment_versions(cluster: Cluster, namespace: str) -> dict[str, str]:
-    out = cluster.kubectl("get", "deployments", "-n", namespace, "-o", "json")
-    items = json.loads(out)["items"]
-    return {item["metadata"]["name"]: item["metadata"]["resourceVersion"] for item in items}
+def per_shard(counts: Counts, shards_count: int) -> dict[str, float]:
+    return {
+        "reads": round(counts.reads / shards_count, 2),
+        "writes": round(counts.writes / shards_count, 2),
+        "failed_writes": round(counts.failed_writes / shards_count, 2),
+        "events": round(counts.events / shards_count, 2),
+    }
 
 
-def measure(cluster: Cluster, log_dir: Path) -> dict[str, Any]:
-    apply_crds(cluster, CRD_FILE)
-    namespace = create_namespace(cluster, "bench")
+def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, Any]:
+    apply_crds(admin, CRD_FILE)
+    admin.kubectl("create", "namespace", BENCH_NS)
+    driver = token_cluster(admin, "driver", work)
+    operator_kube = token_cluster(admin, "operator", work)
+    for namespace in ("floor", "shards"):
+        driver.kubectl("create", "namespace", namespace)
+        for secret in ("cache", "root-admin"):
+            driver.kubectl(
+                "create", "secret", "generic", secret, "-n", namespace, "--from-literal=k=v"
+            )
+
+    log(f"[N={n}] floor: server-side apply of the rendered Deployments and Services")
+    floor_start = time.time()
+    objects = rendered(shards(n, "floor"))
+    driver.kubectl(
+        "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects), timeout=600
+    )
+    wait_for(lambda: all_available(driver, "floor", n), 1200, f"{n} floor Deployments available")
+    floor_seconds = time.time() - floor_start
+
+    log(f"[N={n}] operator: {n} Shards to Ready")
     operator = OperatorProcess(
-        cluster=cluster,
-        args=["--namespace", namespace, "--standalone"],
-        log_path=log_dir / "op.log",
+        cluster=operator_kube,
+        args=["--namespace", "shards", "--standalone", "--log-level", "warning"],
+        log_path=work / "operator.log",
     )
     operator.start()
+    assert operator.process is not None
+    pid = operator.process.pid
     try:
-        docs = [shard("root", True)] + [shard(f"shard-{i}", False) for i in range(1, SHARDS)]
-        start = time.monotonic()
-        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(docs))
-        wait_for(lambda: ready_count(cluster, namespace) == SHARDS, 600, f"{SHARDS} Ready Shards")
-        to_ready = time.monotonic() - start
-        before = deployment_versions(cluster, namespace)
-        time.sleep(65)  # two resync periods with nothing to do
-        after = deployment_versions(cluster, namespace)
-        rewritten = sum(1 for name, version in before.items() if after.get(name) != version)
-        assert operator.process is not None
-        rss = peak_rss_mib(operator.process.pid)
+        cpu_start = cpu_seconds(pid)
+        start = time.time()
+        driver.kubectl(
+            "apply", "-f", "-", stdin=yaml.safe_dump_all(shards(n, "shards")), timeout=600
+        )
+        names = {f"shard-{i}" for i in range(1, n)}
+        wait_for(lambda: ready_at(driver, "shards", names, OLD), 1800, f"{n} Ready Shards")
+        ready = time.time()
+        cpu_to_ready = cpu_seconds(pid) - cpu_start
+        to_ready = count(audit.between(start, ready), OPERATOR)
+
+        log(f"[N={n}] steady state: two quiet resync periods")
+        time.sleep(2)
+        quiet_start = time.time()
+        time.sleep(2 * RESYNC_SECONDS + 5)
+        quiet = count(audit.between(quiet_start, time.time()), OPERATOR)
+
+        changed = [f"shard-{i}" for i in range(1, max(2, n // 10 + 1))]
+        log(f"[N={n}] version change of {len(changed)} Shards")
+        change_start = time.time()
+        for name in changed:
+            driver.kubectl(
+                "patch", "shard", name, "-n", "shards", "--type=merge",
+                "-p", json.dumps({"spec": {"version": NEW}}),
+            )  # fmt: skip
+        wait_for(lambda: ready_at(driver, "shards", set(changed), NEW), 900, "changed Shards")
+        time.sleep(2)
+        version_change = count(audit.between(change_start, time.time()), OPERATOR)
+
+        patched = [f"shard-{i}" for i in range(1, min(n, 101))]
+        log(f"[N={n}] reaction time: {len(patched)} spec changes one after another")
+        react_start = time.time()
+        for name in patched:
+            driver.kubectl(
+                "patch", "shard", name, "-n", "shards", "--type=merge",
+                "-p", json.dumps({"spec": {"extraArgs": ["--v=3"]}}),
+            )  # fmt: skip
+        time.sleep(10)
+        latencies = reaction_latencies(
+            audit.between(react_start, time.time()), DRIVER, OPERATOR, "shards", "{}-kcp"
+        )
+        rss = peak_rss_mib(pid)
     finally:
         operator.stop()
     return {
-        "shards": SHARDS,
-        "seconds_to_all_ready": round(to_ready, 1),
-        "deployments_rewritten_by_quiet_resync": rewritten,
+        "shards": n,
+        "floor_seconds_to_all_available": round(floor_seconds, 1),
+        "floor_writes_per_shard": FLOOR_WRITES_PER_SHARD,
+        "seconds_to_all_ready": round(ready - start, 1),
+        "ready_vs_floor": round((ready - start) / floor_seconds, 2),
+        "to_ready_per_shard": per_shard(to_ready, n),
+        "to_ready_writes_by_target": to_ready.by_target,
+        "steady_reads_per_resync": quiet.reads / 2,
+        "steady_writes_per_resync": quiet.writes / 2,
+        "version_change_writes_per_shard": round(version_change.writes / len(changed), 2),
+        "version_change_by_target": version_change.by_target,
+        "reactions_measured": len(latencies),
+        "reaction_p50_ms": round(percentile(latencies, 50) * 1000),
+        "reaction_p99_ms": round(percentile(latencies, 99) * 1000),
+        "operator_cpu_seconds_per_shard_to_ready": round(cpu_to_ready / n, 3),
         "operator_peak_rss_mib": round(rss, 1),
     }
 
 
+def run_size(n: int) -> dict[str, Any]:
+    name = f"kcp-shard-operator-bench-{os.getpid()}-{n}"
+    with tempfile.TemporaryDirectory(prefix="kcp-bench-") as tmp:
+        work = Path(tmp)
+        policy = work / "audit-policy.yaml"
+        policy.write_text(AUDIT_POLICY.format(users=f'"{OPERATOR}", "{DRIVER}"'))
+        script_env = cluster_script_env(os.environ, name)
+        script_env["CLUSTER_AUDIT_POLICY"] = str(policy)
+        script_env["CLUSTER_NODES"] = str(max(3, math.ceil(2 * n / PODS_PER_NODE) + 1))
+        run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
+        env = tools_env(os.environ)
+        env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
+        admin = Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
+        workdir = Path(env.get("KCP_SHARD_CACHE", Path.home() / ".cache" / "kcp-shard-operator"))
+        audit = AuditLog(workdir / "kwok" / "clusters" / name / "logs" / "audit.log")
+        try:
+            return measure(n, admin, audit, work)
+        finally:
+            run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
+
+
+def table(results: list[dict[str, Any]]) -> str:
+    rows = [
+        ("floor: seconds to all available", "floor_seconds_to_all_available"),
+        ("seconds to all Ready", "seconds_to_all_ready"),
+        ("  ratio to the floor", "ready_vs_floor"),
+        ("writes per Shard to Ready (floor 3)", ("to_ready_per_shard", "writes")),
+        ("  of which Events", ("to_ready_per_shard", "events")),
+        ("  failed writes per Shard", ("to_ready_per_shard", "failed_writes")),
+        ("reads per Shard to Ready", ("to_ready_per_shard", "reads")),
+        ("steady state: reads per resync", "steady_reads_per_resync"),
+        ("steady state: writes per resync", "steady_writes_per_resync"),
+        ("writes per version change", "version_change_writes_per_shard"),
+        ("spec change -> Deployment p50 ms", "reaction_p50_ms"),
+        ("spec change -> Deployment p99 ms", "reaction_p99_ms"),
+        ("operator CPU s per Shard to Ready", "operator_cpu_seconds_per_shard_to_ready"),
+        ("operator peak RSS MiB", "operator_peak_rss_mib"),
+    ]
+    lines = [f"{'figure':40}" + "".join(f"{'N=' + str(r['shards']):>12}" for r in results)]
+    for label, key in rows:
+        cells = []
+        for result in results:
+            value: Any = result
+            for part in key if isinstance(key, tuple) else (key,):
+                value = value[part]
+            cells.append(f"{value:>12}")
+        lines.append(f"{label:40}" + "".join(cells))
+    return "\n".join(lines)
+
+
 def main() -> int:
     build_tools(*CLUSTER_TOOLS)
-    script_env = cluster_script_env(os.environ, f"kcp-shard-operator-bench-{os.getpid()}")
-    run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
-    env = tools_env(os.environ)
-    env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
-    cluster = Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
-    try:
-        figures = measure(cluster, RESULTS.parent)
-    finally:
-        run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
-    report(figures, RESULTS)
+    results = [run_size(n) for n in SIZES]
+    print(table(results))
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps({"results": results}, indent=2) + "\n", encoding="utf-8")
+    print(f"written to {RESULTS}")
     return 0
 
 

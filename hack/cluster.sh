@@ -17,6 +17,9 @@
 #   KIND_NODE_IMAGE     node image for CLUSTER=kind (default: kind's own)
 #   KWOK_LOG_LEVEL      kwokctl log level (default WARN; INFO or DEBUG to see more)
 #   CLUSTER_WAIT_TIMEOUT  how long kwokctl/kind/kubectl wait for readiness (default 180s)
+#   CLUSTER_AUDIT_POLICY  kwok only: audit policy file; the API server then writes
+#                       ${KWOK_WORKDIR}/clusters/<name>/logs/audit.log (the benchmarks count
+#                       the operator's requests there)
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -66,6 +69,14 @@ options:
   kubectlBinary: ${KWOK_KUBECTL_BINARY}
   etcdBinary: ${KWOK_ETCD_BINARY}
   kwokControllerBinary: ${KWOK_CONTROLLER_BINARY}
+  kubeAuditPolicy: "${CLUSTER_AUDIT_POLICY:-}"
+componentsPatches:
+# The API server's default Service range is a /24: about 250 Services, fewer than the
+# Shards a benchmark creates.
+- name: kube-apiserver
+  extraArgs:
+  - key: service-cluster-ip-range
+    value: 10.96.0.0/16
 EOF
 }
 
