@@ -249,7 +249,7 @@ def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> N
 
 @pytest.mark.parametrize("kind", ["service", "pdb"])
 def test_a_version_change_leaves_service_and_pdb_untouched(kind: str) -> None:
-    spec = {"replicas": 2, "etcd": {"endpoints": ["https://etcd:2379"]}}
+    spec: dict[str, Any] = {"replicas": 2, "etcd": {"endpoints": ["https://etcd:2379"]}}
     old = render_shard(make(shard_object(version="0.32.3", **spec)), None, RELEASE)
     new = render_shard(make(shard_object(version="0.32.4", **spec)), None, RELEASE)
     assert getattr(old, kind) == getattr(new, kind)

@@ -285,9 +285,39 @@ def on_child_event(
             reconcile(ctx, namespace, owner["name"], logger)
 
 
-def on_secret_event(*, type: str, body: kopf.Body, memo: Any, **_: Any) -> None:
-    """Secrets are only remembered (metadata); a rotation rolls pods on the next resync."""
-    _remember(_context(memo), "Secret", type, body)
+def _referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
+    """Shards of ``namespace`` whose pods may mount Secret ``secret``."""
+    names = []
+    for body in ctx.store.select("Shard", namespace, lambda _: True):
+        try:
+            shard = parse_shard(body, ctx.settings.deprecating_release)
+        except SpecError:
+            continue
+        if secret in shard.spec.secret_names:
+            names.append(shard.name)
+    return names
+
+
+def on_secret_event(
+    *,
+    type: str | None,
+    body: kopf.Body,
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    """Remember the Secret's resourceVersion; a created or rotated one rolls its shards' pods.
+
+    The initial listing (type None) only fills the store.
+    """
+    ctx = _context(memo)
+    _remember(ctx, "Secret", type, body)
+    if type not in ("ADDED", "MODIFIED") or namespace is None:
+        return
+    for shard in _referencing(ctx, namespace, name):
+        reconcile(ctx, namespace, shard, logger)
 
 
 def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
