@@ -12,7 +12,7 @@ It measures, in one run:
 - the steady state: the operator's reads and writes over two quiet resync periods;
 - a version change of 10% of the Shards: the operator's writes per changed Shard;
 - reaction time: from a driver's patch of a Shard's spec to the operator's write of its
-  Deployment, for up to 100 Shards patched one after another (p50, p99).
+  Deployment, for 50 Shards patched one second apart (p50, p99), each change a rollout.
 
 Prints one table and writes bench/results/operator.json. ``BENCH_SHARDS`` sets the sizes
 ("100 1000" by default).
@@ -62,6 +62,8 @@ DRIVER = f"system:serviceaccount:{BENCH_NS}:driver"
 PODS_PER_NODE = 110  # kwok's node template
 OLD, NEW = "0.32.3", "0.33.0"
 FLOOR_WRITES_PER_SHARD = 3  # Deployment, Service and one status write
+REACTIONS = 50
+REACTION_GAP = 1.0
 
 
 def shard(name: str, namespace: str, version: str) -> dict[str, Any]:
@@ -231,15 +233,16 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         time.sleep(2)
         version_change = count(audit.between(change_start, time.time()), OPERATOR)
 
-        patched = [f"shard-{i}" for i in range(1, min(n, 101))]
-        log(f"[N={n}] reaction time: {len(patched)} spec changes one after another")
+        patched = [f"shard-{i}" for i in range(1, min(n, REACTIONS + 1))]
+        log(f"[N={n}] reaction time: {len(patched)} spec changes, {REACTION_GAP} s apart")
         react_start = time.time()
         for name in patched:
             driver.kubectl(
                 "patch", "shard", name, "-n", "shards", "--type=merge",
                 "-p", json.dumps({"spec": {"extraArgs": ["--v=3"]}}),
             )  # fmt: skip
-        time.sleep(10)
+            time.sleep(REACTION_GAP)
+        time.sleep(5)
         latencies = reaction_latencies(
             audit.between(react_start, time.time()), DRIVER, OPERATOR, "shards", "{}-kcp"
         )

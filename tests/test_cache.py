@@ -76,3 +76,12 @@ def test_select_filters_by_kind_namespace_and_predicate() -> None:
         "Shard", "ns", lambda body: bool(body["spec"].get("rootShardRef", {}).get("name"))
     )
     assert [body["metadata"]["name"] for body in found] == ["s1"]
+
+
+def test_a_read_body_is_a_copy_the_caller_may_change() -> None:
+    store = Store()
+    store.put("Shard", obj("root", "1", spec={"version": "0.33.0"}))
+    _, body = store.lookup("Shard", "ns", "root")
+    assert body is not None
+    body["spec"]["version"] = "9.9.9"
+    assert store.lookup("Shard", "ns", "root")[1] == obj("root", "1", spec={"version": "0.33.0"})

@@ -9,6 +9,7 @@ without ``managedFields``, Secrets as metadata only.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Callable
 
@@ -32,10 +33,14 @@ def trimmed(kind: str, body: JSON) -> JSON:
 
 
 class Store:
-    """A thread-safe map of the newest body seen per object."""
+    """A thread-safe map of the newest body seen per object.
+
+    Bodies are kept as compact JSON text (about a tenth of the memory of the parsed
+    dicts) and parsed on every read, so a caller may change what it gets.
+    """
 
     def __init__(self) -> None:
-        self._objects: dict[Key, JSON | None] = {}
+        self._objects: dict[Key, tuple[int | None, str] | None] = {}
         self._lock = threading.Lock()
 
     def put(self, kind: str, body: JSON) -> None:
@@ -47,13 +52,14 @@ class Store:
         meta = body.get("metadata") or {}
         key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
         kept = trimmed(kind, body)
+        new_rv = _resource_version(kept)
+        text = json.dumps(kept, separators=(",", ":"))
         with self._lock:
             old = self._objects.get(key)
-            new_rv = _resource_version(kept)
-            old_rv = _resource_version(old) if old is not None else None
+            old_rv = old[0] if old is not None else None
             if old_rv is not None and new_rv is not None and new_rv < old_rv:
                 return
-            self._objects[key] = kept
+            self._objects[key] = (new_rv, text)
 
     def deleted(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone (a watch said so, or the operator deleted it)."""
@@ -69,14 +75,20 @@ class Store:
         """Whether the store knows the object, and its body (None: known to be absent)."""
         key = (kind, namespace, name)
         with self._lock:
-            return key in self._objects, self._objects.get(key)
+            known, entry = key in self._objects, self._objects.get(key)
+        return known, None if entry is None else _parsed(entry[1])
 
     def select(self, kind: str, namespace: str, keep: Callable[[JSON], bool]) -> list[JSON]:
         """Cached objects of ``kind`` in ``namespace`` for which ``keep`` is true."""
         with self._lock:
             found = [
-                body
-                for (k, ns, _), body in self._objects.items()
-                if k == kind and ns == namespace and body is not None
+                entry[1]
+                for (k, ns, _), entry in self._objects.items()
+                if k == kind and ns == namespace and entry is not None
             ]
-        return [body for body in found if keep(body)]
+        return [body for body in map(_parsed, found) if keep(body)]
+
+
+def _parsed(text: str) -> JSON:
+    body: JSON = json.loads(text)
+    return body
