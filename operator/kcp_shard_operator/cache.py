@@ -3,8 +3,8 @@
 kopf's event handlers put every Shard, child and Secret they see here; a pass reads from
 here and asks the API server only for what the watches have not delivered yet (a miss).
 An object known to be absent (deleted on a watch, or a 404 after a miss) is remembered as
-``None``, so a Shard without a PodDisruptionBudget costs no read either. Bodies are kept
-without ``managedFields``, Secrets as metadata only.
+``None``, so a Shard without a PodDisruptionBudget costs no read either. Secrets are kept
+as metadata only: their content never enters the operator's memory through the store.
 """
 
 from __future__ import annotations
@@ -25,11 +25,14 @@ def _resource_version(body: JSON) -> int | None:
 
 
 def trimmed(kind: str, body: JSON) -> JSON:
-    """What the cache keeps of ``body``: no managedFields; of a Secret, its metadata only."""
-    meta = {k: v for k, v in (body.get("metadata") or {}).items() if k != "managedFields"}
-    if kind == "Secret":
-        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
-    return {**body, "metadata": meta}
+    """What the cache keeps of ``body``: all of it, but of a Secret its metadata only.
+
+    managedFields stay: they tell which fields another manager added by hand.
+    """
+    if kind != "Secret":
+        return body
+    meta = body.get("metadata") or {}
+    return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
 
 
 class Store:
