@@ -15,7 +15,7 @@ GOLDEN = Path(__file__).parent / "golden" / "render" / "samples.yaml"
 
 
 def test_samples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["render", "--root-shard-flag-removed-in", "0.33.0"]
+    args = ["render", "--root-shard-flag-removed-in", "0.34.0"]
     for sample in SAMPLES:
         args += ["-f", str(sample)]
     assert main(args) == 0

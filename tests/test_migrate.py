@@ -82,14 +82,14 @@ ROWS = [
     ),
     Row(
         "secret ref as first key of a list item",
-        "shards:\n- rootShardKubeconfigSecretRef: {name: x}\n  version: 0.33.0\n  name: a\n",
-        "shards:\n- version: 0.33.0\n  name: a\n",
+        "shards:\n- rootShardKubeconfigSecretRef: {name: x}\n  version: 0.34.0\n  name: a\n",
+        "shards:\n- version: 0.34.0\n  name: a\n",
         says="Secret x",
     ),
     Row(
         "secret ref in a flow mapping",
-        "shards: [{name: a, version: 0.33.0, rootShardKubeconfigSecretRef: {name: x}}]\n",
-        "shards: [{name: a, version: 0.33.0}]\n",
+        "shards: [{name: a, version: 0.34.0, rootShardKubeconfigSecretRef: {name: x}}]\n",
+        "shards: [{name: a, version: 0.34.0}]\n",
     ),
     Row(
         "quoted key",
@@ -170,7 +170,7 @@ def test_refused_file_reports_the_reason_once() -> None:
 
 @pytest.mark.parametrize(
     ("version", "removed"),
-    [("0.32.3", False), ("0.33.0-rc.1", False), ("0.33.0", True), ("1.0.0", True)],
+    [("0.32.3", False), ("0.34.0-rc.1", True), ("0.34.0", True), ("1.0.0", True)],
 )
 def test_secret_ref_follows_the_deprecating_release(version: str, removed: bool) -> None:
     text = f"shards:\n  - version: {version}\n    rootShardKubeconfigSecretRef: {{name: x}}\n"
@@ -179,10 +179,10 @@ def test_secret_ref_follows_the_deprecating_release(version: str, removed: bool)
 
 
 def test_release_is_configurable() -> None:
-    text = f"shards:\n  - version: 0.33.0\n    extraArgs: [{FLAG}=/x]\n"
-    later = migrate_text(text, deprecating_release=Version(0, 34, 0))
+    text = f"shards:\n  - version: 0.34.0\n    extraArgs: [{FLAG}=/x]\n"
+    later = migrate_text(text, deprecating_release=Version(0, 35, 0))
     assert later.text == text
-    assert "kept: kcp 0.33.0" in later.warnings[0].message
+    assert "kept: kcp 0.34.0" in later.warnings[0].message
     assert migrate_text(text, deprecating_release=RELEASE).changed
 
 
@@ -236,7 +236,7 @@ def test_offsets_that_do_not_match_the_text_are_refused(prefix: str) -> None:
     ],
 )
 def test_shard_chart_admin_secret_reported_for_non_root_only(sharding: str, reported: bool) -> None:
-    text = f"kcp: {{tag: v0.33.0}}\ncache: {{enabled: true}}\nsharding: {sharding}\n"
+    text = f"kcp: {{tag: v0.34.0}}\ncache: {{enabled: true}}\nsharding: {sharding}\n"
     result = migrate_text(text, deprecating_release=RELEASE)
     assert not result.errors
     assert [

@@ -46,7 +46,7 @@ def test_prints_result_and_leaves_file(
     first = err.decode().splitlines()[0]
     assert first == (
         f"{path}:28: shards[1].rootShardKubeconfigSecretRef: removed "
-        "rootShardKubeconfigSecretRef (kcp 0.33.0 ignores --root-shard-kubeconfig-file)"
+        "rootShardKubeconfigSecretRef (kcp 0.34.0 ignores --root-shard-kubeconfig-file)"
     )
 
 
@@ -219,7 +219,7 @@ def test_from_shard_chart_golden(
     assert out == golden(f"{case}.shard.yaml")
     assert err == golden(f"{case}.shard.report")
     manifest = YAML(typ="safe", pure=True).load(out)
-    assert parse_shard(manifest, DEFAULT_DEPRECATING_RELEASE).spec.version == "0.33.0"
+    assert parse_shard(manifest, DEFAULT_DEPRECATING_RELEASE).spec.version == "0.34.0"
     assert b"root-shard-kubeconfig" not in out
 
 

@@ -17,7 +17,7 @@ FLAG = "--root-shard-kubeconfig-file"
 NON_ROOT: dict[str, Any] = {
     "fullnameOverride": "beta",
     "externalHostname": "kcp.example.com",
-    "kcp": {"tag": "v0.33.0"},
+    "kcp": {"tag": "v0.34.0"},
     "externalCache": {"enabled": True, "cacheInternalHostname": "cache.kcp"},
     "sharding": {
         "enabled": True,
@@ -47,8 +47,8 @@ def values(**changes: Any) -> dict[str, Any]:
     [
         ({}, "metadata.name", "beta"),
         ({"fullnameOverride": None}, "metadata.name", "kcp-shard"),
-        ({}, "spec.version", "0.33.0"),
-        ({}, "spec.image", {"repository": "ghcr.io/kcp-dev/kcp", "tag": "v0.33.0"}),
+        ({}, "spec.version", "0.34.0"),
+        ({}, "spec.image", {"repository": "ghcr.io/kcp-dev/kcp", "tag": "v0.34.0"}),
         ({"kcp__image": "registry.local/kcp"}, "spec.image.repository", "registry.local/kcp"),
         ({"kcp__pullPolicy": "Always"}, "spec.image.pullPolicy", "Always"),
         ({}, "spec.rootShardRef", {"name": "root"}),
@@ -107,7 +107,7 @@ def values(**changes: Any) -> dict[str, Any]:
             None,
         ),
         ({"kcp__resources": {"limits": {"memory": "1Gi"}}}, "spec.resources.limits.memory", "1Gi"),
-        ({"kcp__tag": "v0.33.0"}, "spec.rootShardKubeconfigSecretRef", None),
+        ({"kcp__tag": "v0.34.0"}, "spec.rootShardKubeconfigSecretRef", None),
         (
             {"kcp__tag": "v0.32.3"},
             "spec.rootShardKubeconfigSecretRef",
@@ -170,7 +170,7 @@ def test_unmapped_settings_are_listed() -> None:
     assert any("kcp.sharding.* is read by nothing" in n for n in conversion.notes)
 
 
-@pytest.mark.parametrize("tag", ["v0.32.3", "v0.33.0", "v0.34.1"])
+@pytest.mark.parametrize("tag", ["v0.32.3", "v0.34.0", "v0.34.1"])
 def test_manifest_is_a_valid_shard(tag: str) -> None:
     conversion = convert(values(kcp__tag=tag), deprecating_release=RELEASE)
     assert conversion.manifest is not None
