@@ -139,6 +139,82 @@ ROWS = [
         "  volumes:\n    - name: s\n      secret: {secretName: s}\n",
         prune=True,
     ),
+    Row(
+        "alias as the flag's value: both items go, the anchor stays",
+        f"kc: &kc /etc/kcp/shard/kubeconfig\nargs:\n  - {FLAG}\n  - *kc\n  - --v=2\n",
+        "kc: &kc /etc/kcp/shard/kubeconfig\nargs:\n  - --v=2\n",
+        says=f"removed {FLAG} /etc/kcp/shard/kubeconfig",
+    ),
+    Row(
+        "alias next to the flag in a flow list",
+        f"v: &v --v=2\nargs: [*v, {FLAG}=/x, *v]\n",
+        "v: &v --v=2\nargs: [*v, *v]\n",
+    ),
+    Row(
+        "alias as the flag itself",
+        f"f: &f {FLAG}=/x\nargs:\n  - *f\n  - --v=2\n",
+        "f: &f " + FLAG + "=/x\nargs:\n  - --v=2\n",
+        says="appears inside a string",
+    ),
+    Row(
+        "underscore spelling",
+        "args: [--root_shard_kubeconfig_file=/x, --v=2]\n",
+        "args: [--v=2]\n",
+    ),
+    Row(
+        "bare flag takes a value that starts with '-'",
+        f"args: [{FLAG}, -x, --v=2]\n",
+        "args: [--v=2]\n",
+    ),
+    Row(
+        "renamed cache flag",
+        "args:\n  - '--cache-server-kubeconfig-file=/c'  # old name\n  - --v=2\n",
+        "args:\n  - '--cache-kubeconfig=/c'  # old name\n  - --v=2\n",
+        says="renamed --cache-server-kubeconfig-file to --cache-kubeconfig",
+    ),
+    Row(
+        "renamed cache flag next to the new one is removed",
+        "args: [--cache-kubeconfig=/c, --cache-server-kubeconfig-file, /c]\n",
+        "args: [--cache-kubeconfig=/c]\n",
+    ),
+    Row(
+        "external-hostname is a no-op",
+        "args: [--external-hostname=kcp:6443, --v=2]\n",
+        "args: [--v=2]\n",
+        says="--shard-external-url replaces it",
+    ),
+    Row(
+        "front-proxy root kubeconfig renamed at the deprecating release",
+        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.34.0\n    command: [/kcp-front-proxy]\n"
+        "    args: [--root-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.34.0\n    command: [/kcp-front-proxy]\n"
+        "    args: [--shard-peer-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+    ),
+    Row(
+        "front-proxy root kubeconfig kept before it",
+        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.32.3\n"
+        "    args: [--root-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+        None,
+        says="kept: kcp 0.32.3 still uses --root-kubeconfig",
+    ),
+    Row(
+        "shard chart kcp.tag alone states the version",
+        f"kcp:\n  tag: v0.32.3\n  extraFlags: [{FLAG}=/x]\n",
+        None,
+        says="kept: kcp 0.32.3 still uses",
+    ),
+    Row(
+        "a tag that is no version keeps the flag",
+        f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n",
+        None,
+        says="cannot tell the kcp version from 'main'",
+    ),
+    Row(
+        "a Shard version that is no version keeps the flag",
+        f"shards:\n  - version: latest\n    extraArgs: [{FLAG}=/x]\n",
+        None,
+        says="cannot tell the kcp version from 'latest'",
+    ),
     Row("empty file", "", ""),
     Row("comments only", "# a\n# b\n", "# a\n# b\n"),
     Row("duplicate keys are invalid", "a: 1\na: 2\n", None, says="invalid YAML"),
@@ -162,6 +238,7 @@ def test_migrate(row: Row) -> None:
 
 def test_refused_file_reports_the_reason_once() -> None:
     result = migrate_text(f"- {FLAG}=/x\n", deprecating_release=RELEASE)
+    assert result.changes == ()
     assert [e.message for e in result.errors] == [
         "refusing to rewrite this file: line 1: would leave an empty list that is not "
         "the value of a key; left unchanged"
@@ -243,3 +320,22 @@ def test_shard_chart_admin_secret_reported_for_non_root_only(sharding: str, repo
         f.message.startswith("Secret <release>-shard-shard-admin-kubeconfig")
         for f in result.unneeded
     ] == ([True] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("given", "kcp_version", "changed"),
+    [
+        (f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n", "0.34.0", True),
+        (f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n", "0.32.3", False),
+        (f"extraArgs: [{FLAG}=/x]\n", "0.32.3", False),
+        (f"kcp:\n  tag: v0.32.3\n  extraFlags: [{FLAG}=/x]\n", "0.34.0", False),
+    ],
+)
+def test_kcp_version_decides_where_the_file_cannot(
+    given: str, kcp_version: str, changed: bool
+) -> None:
+    result = migrate_text(
+        given, deprecating_release=Version(0, 34, 0), kcp_version=Version.parse(kcp_version)
+    )
+    assert result.changed is changed
+    assert not result.errors
