@@ -245,6 +245,8 @@ def convert_shard_chart(args: argparse.Namespace, release: Version) -> int:
     )
     for note in conversion.notes:
         print(f"{name}: note: {note}", file=sys.stderr)
+    for flag in conversion.unrendered:
+        print(f"{name}: not rendered: {flag}", file=sys.stderr)
     for setting in conversion.unmapped:
         print(f"{name}: not carried over: {setting}", file=sys.stderr)
     for error in conversion.errors:
