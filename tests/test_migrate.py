@@ -146,6 +146,13 @@ ROWS = [
         says=f"removed {FLAG} /etc/kcp/shard/kubeconfig",
     ),
     Row(
+        "anchor on the removed value still used elsewhere: refused with what to do",
+        f"args:\n  - {FLAG}\n  - &kc /etc/kc\nmount: *kc\n",
+        None,
+        says="the item to remove carries the anchor &kc, which *kc on line 4 still uses; "
+        "write the value there instead of *kc",
+    ),
+    Row(
         "alias next to the flag in a flow list",
         f"v: &v --v=2\nargs: [*v, {FLAG}=/x, *v]\n",
         "v: &v --v=2\nargs: [*v, *v]\n",

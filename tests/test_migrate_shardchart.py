@@ -188,7 +188,8 @@ def test_convert_field(changes: dict[str, Any], path: str, want: Any) -> None:
 def test_convert_errors(changes: dict[str, Any], error: str) -> None:
     conversion = convert(values(**changes), deprecating_release=RELEASE)
     assert conversion.manifest is None
-    assert any(error in e for e in conversion.errors), conversion.errors
+    assert len(conversion.errors) == 1, conversion.errors
+    assert error in conversion.errors[0]
 
 
 def test_root_without_cache_is_fine() -> None:

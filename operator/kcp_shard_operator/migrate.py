@@ -809,7 +809,32 @@ class _Migration:
             )
         return _Edit(at, at + len(written), replacement)
 
+    def check_anchors(self) -> None:
+        """Refuse to remove an anchor that an alias left in place still uses."""
+        removed: list[tuple[int, int]] = []
+        anchored: list[tuple[int, str]] = []
+        for seq, indices in self.plan.seq_removals.values():
+            spans = self.item_spans(seq)
+            for i in indices:
+                start, end, alias = spans[i]
+                removed.append((start, end))
+                if not alias:
+                    anchored += [
+                        (n.start_mark.index, n.anchor)
+                        for n in _subtree(seq.value[i])
+                        if getattr(n, "anchor", None) and start <= n.start_mark.index <= end
+                    ]
+        for at, anchor in anchored:
+            for use, _, name in self.aliases:
+                if name == anchor and not any(a <= use <= b for a, b in removed):
+                    raise RefuseError(
+                        f"line {self.src.line_no(at)}: the item to remove carries the anchor "
+                        f"&{anchor}, which *{anchor} on line {self.src.line_no(use)} still "
+                        f"uses; write the value there instead of *{anchor}, then run again"
+                    )
+
     def edits(self) -> list[_Edit]:
+        self.check_anchors()
         out: list[_Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
         for seq, indices in self.plan.seq_removals.values():
             out.extend(self.seq_edits(seq, indices))
