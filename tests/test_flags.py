@@ -57,3 +57,8 @@ def test_items_that_are_not_strings_are_never_values() -> None:
 def test_retire_renames_or_removes(args: list[str], want: list[str], notes: list[str]) -> None:
     gates = [gate_for("--cache-server-kubeconfig-file"), gate_for("--external-hostname")]
     assert retire(args, gates) == (want, notes)
+
+
+def test_retire_leaves_flags_kcp_still_reads() -> None:
+    args = ["--root-kubeconfig=/r"]
+    assert retire(args, [gate_for("--root-kubeconfig")]) == (args, [])

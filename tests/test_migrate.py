@@ -191,11 +191,11 @@ ROWS = [
         says="--shard-external-url replaces it",
     ),
     Row(
-        "front-proxy root kubeconfig renamed at the deprecating release",
+        "front-proxy root kubeconfig is kept (still read) with advice from the release on",
         "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.34.0\n    command: [/kcp-front-proxy]\n"
         "    args: [--root-kubeconfig=/etc/kcp/root/kubeconfig]\n",
-        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.34.0\n    command: [/kcp-front-proxy]\n"
-        "    args: [--shard-peer-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+        None,
+        says="kept --root-kubeconfig: deprecated from 0.33.0 on; the front-proxy discovers",
     ),
     Row(
         "front-proxy root kubeconfig kept before it",

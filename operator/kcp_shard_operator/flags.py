@@ -77,12 +77,16 @@ def renamed(arg: str, replacement: str) -> str:
 def retire(args: Sequence[str], gates: Iterable[FlagGate]) -> tuple[list[str], list[str]]:
     """``args`` with each gate's flag renamed (same-value replacement) or removed.
 
+    Rows kcp still reads (``still_read``) are left alone.
+
     Returns the new list and one line per occurrence, e.g. ``--a=/x`` or
     ``--a=/x (renamed to --b)``.
     """
     out = list(args)
     notes: list[str] = []
     for gate in gates:
+        if gate.still_read:
+            continue
         found = find_flag(out, gate.flag)
         if gate.same_value and gate.replacement:
             for occ in found:

@@ -506,6 +506,15 @@ class _Migration:
                         f"(it is ignored from {until} on)",
                     )
                 )
+            elif gate.still_read:
+                if not find_flag(values, gate.replacement or gate.flag):
+                    self.plan.warnings.append(
+                        self.find(
+                            item,
+                            path,
+                            f"kept {gate.flag}: deprecated from {until} on; {gate.why}",
+                        )
+                    )
             elif gate.same_value and gate.replacement and not find_flag(values, gate.replacement):
                 self._rename(item, gate, path)
             else:

@@ -111,6 +111,8 @@ class FlagGate:
     ``until`` set means kcp deprecated the flag or made it a no-op in that release;
     ``replacement`` is the flag to use instead, and ``same_value`` says the replacement
     takes the same value (an alias), so the flag can be renamed rather than dropped.
+    ``still_read``: deprecated, but kcp still reads it, so it is reported and never
+    removed.
     """
 
     flag: str
@@ -119,6 +121,7 @@ class FlagGate:
     until: Version | Bound | None = None
     replacement: str | None = None
     same_value: bool = False
+    still_read: bool = False
     why: str = ""
 
     @property
@@ -159,9 +162,10 @@ FLAG_GATES: tuple[FlagGate, ...] = (
         roles=frozenset({Role.FRONT_PROXY}),
         until=Bound.DEPRECATING_RELEASE,
         replacement="--shard-peer-kubeconfig",
-        same_value=True,
-        why="the front-proxy discovers shards through its peers (kcp PR #4373); the root "
-        "shard's kubeconfig serves as a peer's",
+        still_read=True,
+        why="the front-proxy discovers shards through --shard-peer-kubeconfig (kcp PR #4373) "
+        "but still reads --root-kubeconfig for APIExport identities; add the new flag next "
+        "to it",
     ),
 )
 
@@ -229,7 +233,7 @@ def ignores_root_shard_flag(version: Version, deprecating_release: Version) -> b
 
 def explain(deprecating_release: Version) -> str:
     """The deprecated rows of ``FLAG_GATES`` as a table for people."""
-    rows = [("FLAG", "USED BY", "IGNORED FROM", "REPLACEMENT", "WHY")]
+    rows = [("FLAG", "USED BY", "DEPRECATED FROM", "REPLACEMENT", "WHY")]
     for gate in FLAG_GATES:
         if not gate.deprecated:
             continue
@@ -239,13 +243,15 @@ def explain(deprecating_release: Version) -> str:
                 gate.flag,
                 ",".join(sorted(role.value for role in gate.roles)),
                 f"{until}" + (" (setting)" if isinstance(gate.until, Bound) else ""),
-                (gate.replacement or "-") + (" (same value)" if gate.same_value else ""),
+                (gate.replacement or "-")
+                + (" (same value)" if gate.same_value else "")
+                + (" (next to it)" if gate.still_read else ""),
                 gate.why,
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
     return "".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)).rstrip()
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
         + f"  {row[4]}\n"
         for row in rows
     )
