@@ -54,7 +54,11 @@ def shard_objects(count: int) -> list[dict[str, Any]]:
                     "etcd": {"endpoints": ["https://etcd:2379"], "prefix": f"/s{i}"},
                     "cache": {"kubeconfigSecretRef": {"name": "cache"}},
                     "rootShardKubeconfigSecretRef": {"name": "root-admin"},
-                    "extraArgs": ["--root-shard-kubeconfig-file", "/x", "--v=2"],
+                    # kcp 0.32.3 gets the flag from rootShardKubeconfigSecretRef;
+                    # on 0.34.0 the hand-written one is dropped
+                    "extraArgs": ["--v=2"]
+                    if i % 2
+                    else ["--root-shard-kubeconfig-file", "/x", "--v=2"],
                 },
             }
         )
@@ -86,7 +90,7 @@ def values_file(shards: int) -> str:
             "    rootShardKubeconfigSecretRef: {name: root-admin}",
             "    extraArgs:",
             "      - --v=2",
-            "      # old flag, gone in 0.33",
+            "      # old flag, ignored from 0.34",
             "      - --root-shard-kubeconfig-file=/etc/kcp/root/kubeconfig",
         ]
     return "\n".join(lines) + "\n"
