@@ -191,6 +191,14 @@ def test_deleting_a_shard_collects_its_children(
         (shard("s", "v0.34.0"), "spec.version"),
         (shard("s", "0.34.0", replicas=0), "spec.replicas"),
         (shard("s", "0.34.0", replicas=2), "needs spec.etcd.endpoints"),
+        (
+            shard("s", "0.34.0", logicalClusterAdminKubeconfigSecretRef={"name": "lca"}),
+            "needs spec.externalURL",
+        ),
+        (
+            shard("s", "0.34.0", tls={"rootCASecretRef": {"name": "ca", "key": ""}}),
+            "spec.tls.rootCASecretRef.key",
+        ),
     ],
 )
 def test_invalid_shards_are_refused(
