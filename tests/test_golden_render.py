@@ -23,4 +23,4 @@ def test_samples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(out, encoding="utf-8")
     assert out == GOLDEN.read_text(encoding="utf-8")
-    assert "dropped '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err
+    assert "spec.extraArgs: '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err

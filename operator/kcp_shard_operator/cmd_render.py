@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
             continue
         for text in rendered.dropped_args:
             print(
-                f"note: Shard {shard.key}: dropped '{text}' from spec.extraArgs "
-                f"(kcp {shard.spec.version} ignores it)",
+                f"note: Shard {shard.key}: spec.extraArgs: '{text}': deprecated for kcp "
+                f"{shard.spec.version} (see migrate-values --explain)",
                 file=sys.stderr,
             )
         documents.extend(rendered.objects)
