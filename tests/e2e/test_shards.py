@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from tests.numeric_hash import numeric_hash_shard
 
@@ -29,6 +30,7 @@ from .shards import (
 pytestmark = pytest.mark.e2e
 ROOT_FLAG = "--root-shard-kubeconfig-file"
 HASH = "kcpshard.dev/config-hash"
+GOLDEN = Path(__file__).parent.parent / "golden" / "migrate"
 
 
 def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
@@ -297,3 +299,13 @@ def test_render_output_with_a_numeric_looking_hash_is_read_by_kubectl(
     )
     hashes = [item["metadata"]["annotations"][HASH] for item in json.loads(out)["items"]]
     assert digest in hashes
+
+
+@pytest.mark.parametrize("case", ["shard-chart-root", "shard-chart-nonroot"])
+def test_shards_converted_from_the_shard_chart_are_accepted(
+    crds: list[str], kubectl: Kubectl, namespace: str, case: str
+) -> None:
+    manifest = yaml.safe_load((GOLDEN / f"{case}.shard.yaml").read_text(encoding="utf-8"))
+    manifest["metadata"]["namespace"] = namespace
+    out = kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(manifest))
+    assert json.loads(out)["spec"]["replicas"] == 1
