@@ -36,7 +36,7 @@ def args_of(shard: Shard, root: Shard | None, release: Version = RELEASE) -> lis
         ({"version": "0.34.2"}, [], [ROOT_FLAG]),
         ({"version": "0.34.0-rc.1"}, [], [ROOT_FLAG]),
         ({"version": "0.33.0"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
-        ({"version": "0.34.0+build.1"}, [], [ROOT_FLAG]),
+        ({"version": "0.34.0+build.1", "image": {"tag": "b1"}}, [], [ROOT_FLAG]),
         (
             {"version": "0.34.0", "extraArgs": [ROOT_FLAG, "/x", "--v=4"]},
             ["--v=4"],
@@ -286,7 +286,8 @@ def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> N
 
 
 def test_build_metadata_stays_out_of_label_values() -> None:
-    rendered = render_shard(make(shard_object(version="0.34.0+build.1")), None, RELEASE)
+    obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-b1"})
+    rendered = render_shard(make(obj), None, RELEASE)
     for obj in rendered.objects:
         assert obj["metadata"]["labels"]["app.kubernetes.io/version"] == "0.34.0"
     assert rendered.deployment["spec"]["template"]["metadata"]["labels"][

@@ -96,3 +96,10 @@ def test_logical_cluster_admin_kubeconfig_needs_external_url() -> None:
         parse_shard(obj, RELEASE)
     obj["spec"]["externalURL"] = "https://kcp.example.com"
     assert parse_shard(obj, RELEASE).spec.logical_cluster_admin_kubeconfig_secret_ref
+
+
+def test_build_metadata_needs_an_image_tag() -> None:
+    with pytest.raises(SpecError, match=r"needs spec\.image\.tag"):
+        parse_shard(shard_object(version="0.34.0+build.1"), RELEASE)
+    obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-build.1"})
+    assert parse_shard(obj, RELEASE).spec.image_ref.endswith(":v0.34.0-build.1")

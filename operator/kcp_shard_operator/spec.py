@@ -264,6 +264,12 @@ SPEC_RULES = (
         holds=lambda spec: spec.replicas <= 1 or bool(spec.etcd.endpoints),
     ),
     Rule(
+        cel="!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
+        message="spec.version with build metadata (+...) needs spec.image.tag: an image tag "
+        "cannot contain '+'",
+        holds=lambda spec: "+" not in spec.version or bool(spec.image.tag),
+    ),
+    Rule(
         cel="!has(self.logicalClusterAdminKubeconfigSecretRef) || has(self.externalURL)",
         message="spec.logicalClusterAdminKubeconfigSecretRef needs spec.externalURL: kcp "
         "requires --shard-external-url with --logical-cluster-admin-kubeconfig",

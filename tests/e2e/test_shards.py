@@ -193,6 +193,7 @@ def test_deleting_a_shard_collects_its_children(
         (shard("s", "v0.34.0"), "spec.version"),
         (shard("s", "0.34.0", replicas=0), "spec.replicas"),
         (shard("s", "0.34.0", replicas=2), "needs spec.etcd.endpoints"),
+        (shard("s", "0.34.0+build.1"), "needs spec.image.tag"),
         (
             shard("s", "0.34.0", logicalClusterAdminKubeconfigSecretRef={"name": "lca"}),
             "needs spec.externalURL",
