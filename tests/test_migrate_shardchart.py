@@ -199,7 +199,7 @@ def test_root_without_cache_is_fine() -> None:
 
 def test_name_and_version_overrides() -> None:
     data = values(fullnameOverride=None, kcp__tag="")
-    conversion = convert(data, deprecating_release=RELEASE, name="prod-shard", version="0.34.0")
+    conversion = convert(data, deprecating_release=RELEASE, name="prod-shard", version="v0.34.0")
     assert conversion.manifest is not None
     assert conversion.manifest["metadata"]["name"] == "prod-shard"
     assert conversion.manifest["spec"]["version"] == "0.34.0"

@@ -383,7 +383,7 @@ def convert(
         notes.append(f"fullnameOverride {override!r} wins over --name {name!r}")
 
     tag = str(v.get("kcp.tag") or "")
-    kcp_version = version or tag.removeprefix("v")
+    kcp_version = (version or tag).removeprefix("v")
     parsed: Version | None = None
     if not kcp_version:
         errors.append("kcp.tag is empty (the chart used its appVersion): pass --kcp-version X.Y.Z")

@@ -155,7 +155,7 @@ FLAG_GATES: tuple[FlagGate, ...] = (
         until=Version(0, 11, 0),
         replacement=CACHE_KUBECONFIG_FLAG,
         same_value=True,
-        why="renamed; the old name is a deprecated alias of the same setting",
+        why="the old name is a deprecated alias of the same setting",
     ),
     FlagGate(
         flag="--root-kubeconfig",
