@@ -60,11 +60,16 @@ def labels(shard: Shard, root_name: str | None) -> dict[str, str]:
         "app.kubernetes.io/component": "root-shard" if shard.spec.is_root else "shard",
         "app.kubernetes.io/part-of": "kcp",
         "app.kubernetes.io/managed-by": FIELD_MANAGER,
-        "app.kubernetes.io/version": shard.spec.version,
+        "app.kubernetes.io/version": version_label(shard.spec.version),
     }
     if root_name:
         result[ROOT_SHARD_LABEL] = root_name
     return result
+
+
+def version_label(version: str) -> str:
+    """``version`` as a label value: build metadata's ``+`` is not allowed there."""
+    return version.replace("+", "_").rstrip("-_.")
 
 
 def service_url(shard: Shard) -> str:
