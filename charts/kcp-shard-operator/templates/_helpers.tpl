@@ -68,10 +68,13 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 RBAC rules for the namespaced resources the operator reads and writes, measured
 by running it with these rules and nothing else: Shards (kopf patches its
 finalizer and annotations) and their status (merge patch); the children it
-applies with server-side apply (apply needs create when the object is new; it
-deletes only PodDisruptionBudgets, garbage collection deletes the rest); the
-admin kubeconfig Secrets read by the identity-cache cleanup; core events posted
-by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namespace.
+applies with server-side apply (apply needs create when the object is new;
+update for the full replace that puts back fields another manager added;
+delete for PodDisruptionBudgets and for recreating a Service or PDB neither
+apply nor replace can fix, garbage collection deletes the rest); listing the
+shard's pods to report unschedulable ones; the Secrets a Shard names (their
+metadata for the revision digest, the admin kubeconfig for the identity-cache
+cleanup; RBAC cannot grant metadata only); core events posted by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
@@ -82,13 +85,16 @@ by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namesp
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "update"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get"]
