@@ -46,6 +46,8 @@ CHILD_KINDS = (
     ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
 )
 RESYNC_SECONDS = 30.0
+PEERING_LIFETIME_SECONDS = 15
+"""Keep-alives go out every lifetime minus 5-10 s, so a crashed replica is replaced within it."""
 UNCHANGED = "unchanged"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
@@ -56,6 +58,7 @@ class Settings:
 
     deprecating_release: Version
     identity_cache_cleanup: bool = True
+    peering_lifetime: int = PEERING_LIFETIME_SECONDS
 
 
 @dataclass
@@ -321,7 +324,8 @@ def on_child_event(
             reconcile(_context(memo), namespace, owner["name"], logger)
 
 
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    settings.peering.lifetime = _context(memo).settings.peering_lifetime
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"

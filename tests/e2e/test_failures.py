@@ -105,10 +105,14 @@ def test_sidecar_and_env_added_by_hand_are_removed_in_one_pass(
     log(f"measured: sidecar and env var removed in {time.monotonic() - start:.1f}s")
     updated = count_events(kubectl, namespace, "root", "Updated")
     assert updated >= 1
-    # Quiet afterwards: no write and no further Event over more than one resync period.
+    writes = operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)")
+    assert writes == 1, "converged in one write"
+    # Quiet afterwards: no spec write and no further Event over more than one resync period
+    # (the Deployment controller still updates the status while it rolls the pods back).
     time.sleep(40)
     after = get(kubectl, namespace, "deployment", "root-kcp")
-    assert after["metadata"]["resourceVersion"] == dep["metadata"]["resourceVersion"]
+    assert after["metadata"]["generation"] == dep["metadata"]["generation"]
+    assert operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)") == writes
     assert count_events(kubectl, namespace, "root", "Updated") == updated
     # A spec change gets its own reason, not "Updated".
     patch_spec(kubectl, namespace, "root", {"extraArgs": ["--v=3"]})
@@ -178,3 +182,55 @@ def test_unschedulable_pods_and_missing_secrets_are_reported(
         60,
         "the Secret to be found",
     )
+
+
+def test_secret_content_never_reaches_status_events_or_log(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    malformed = f"apiVersion: v1\nusers:\n- name: admin\n  user: {{token: {MARKER}: x}}\n"
+    password_url = json.dumps(
+        {
+            "clusters": [{"name": "c", "cluster": {"server": f"https://u:{MARKER}@127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": MARKER}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    )
+    secrets = []
+    for name, text in (("admin-malformed", malformed), ("admin-password", password_url)):
+        secrets.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name},
+                "stringData": {"kubeconfig": text},
+            }
+        )
+    non_root = {
+        "rootShardRef": {"name": "root"},
+        "cache": {"kubeconfigSecretRef": {"name": "cache-kubeconfig"}},
+    }
+    apply(
+        kubectl,
+        namespace,
+        *secrets,
+        shard("root", "0.33.0"),
+        shard(
+            "shard-1", "0.33.0", adminKubeconfigSecretRef={"name": "admin-malformed"}, **non_root
+        ),
+        shard("shard-2", "0.33.0", adminKubeconfigSecretRef={"name": "admin-password"}, **non_root),
+    )
+    for name, reason in (("shard-1", "Failed"), ("shard-2", "ShardUnreachable")):
+
+        def reported(name: str = name, reason: str = reason) -> dict[str, Any] | None:
+            cond = condition(get(kubectl, namespace, "shard", name), "IdentityCacheCleaned")
+            return cond if cond.get("reason") == reason else None
+
+        cond = wait_for(reported, 90, f"IdentityCacheCleaned {reason} on {name}")
+        assert "Secret 'admin-" in cond["message"]
+    assert "not valid YAML (line 4" in json.dumps(get(kubectl, namespace, "shard", "shard-1"))
+    shown = kubectl("get", "shards", "-n", namespace, "-o", "json") + kubectl(
+        "get", "events", "-n", namespace, "-o", "json"
+    )
+    assert MARKER not in shown
+    assert MARKER not in operator_process.log_tail(100_000)
