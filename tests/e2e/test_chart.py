@@ -153,7 +153,7 @@ def test_install_and_token_operator_reconciles_the_samples(
     kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     with pytest.raises(KubectlError, match='violates PodSecurity "restricted'):
         kubectl("run", "unrestricted", "-n", namespace, "--image=busybox", "--restart=Never")
-    with release(cluster, name, namespace) as notes:
+    with release(cluster, name, namespace, "--set", "clusterWide=true") as notes:
         assert "kubectl apply -f manifests/samples/" in notes
         deployment = get(kubectl, "deployment", fullname(name), "-n", namespace)
         assert deployment["status"]["readyReplicas"] == 1
@@ -234,7 +234,8 @@ def test_upgrade_with_changed_values(
     peering = f"peering-{name}"
     deployment = fullname(name)
     chart = str(CHART)
-    with release(cluster, name, namespace, "--set", f"peering.name={peering}"):
+    cluster_wide = ("--set", "clusterWide=true")
+    with release(cluster, name, namespace, *cluster_wide, "--set", f"peering.name={peering}"):
         as_sa = token_cluster(cluster, namespace, fullname(name), tmp_path / "sa-kubeconfig")
         assert not can_i(as_sa, "patch", f"clusterkopfpeerings/{peering}")
         helm(
@@ -317,7 +318,8 @@ def test_two_peered_replicas_reconcile(
 ) -> None:
     name = release_name("kso-ha")
     peering = f"peering-{name}"
-    values = ("--set", "replicaCount=2", "--set", f"peering.name={peering}")
+    values: tuple[str, ...] = ("--set", "replicaCount=2", "--set", f"peering.name={peering}")
+    values += ("--set", "clusterWide=true")
     with release(cluster, name, namespace, *values):
         as_sa = token_cluster(cluster, namespace, fullname(name), tmp_path / "sa-kubeconfig")
         args = ["--all-namespaces", f"--peering={peering}"]

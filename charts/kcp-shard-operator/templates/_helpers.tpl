@@ -59,6 +59,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
 {{- end }}
 
+{{/*
+Namespaces the operator watches, as a JSON list: watchNamespaces, else the release
+namespace; [] means all namespaces (clusterWide, an explicit opt-in).
+*/}}
+{{- define "kcp-shard-operator.namespaces" -}}
+{{- if .Values.clusterWide }}
+{{- if .Values.watchNamespaces }}
+{{- fail "set either watchNamespaces or clusterWide, not both" }}
+{{- end }}
+{{- list | toJson }}
+{{- else }}
+{{- .Values.watchNamespaces | default (list .Release.Namespace) | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* Operator image reference. */}}
 {{- define "kcp-shard-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
