@@ -241,7 +241,15 @@ def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditi
         return None
     ref = shard.spec.admin_kubeconfig_secret_ref
     assert ref is not None
-    kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    try:
+        kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    except APIError as err:
+        return Condition(
+            IDENTITY_CACHE_CLEANED,
+            False,
+            "APIError",
+            f"reading Secret {ref.name!r} (spec.adminKubeconfigSecretRef): {error_message(err)}",
+        )
     if kubeconfig is None:
         return Condition(
             IDENTITY_CACHE_CLEANED,
