@@ -1,4 +1,4 @@
-"""kopf handlers: read, call the core, write. No decisions are made here."""
+"""kopf handlers: read, call the core, write; one child's write falls back step by step."""
 
 from __future__ import annotations
 

@@ -49,10 +49,22 @@ def test_minimal_shard_is_accepted_and_long_names_are_refused(
     apply(kubectl, namespace, minimal)
     wait_ready(kubectl, namespace, "minimal", "0.33.0")
     assert get(kubectl, namespace, "shard", "minimal")["spec"]["replicas"] == 1
-    for name, version in (("s" * 60, "0.33.0"), ("shard", "0.33.0-" + "a" * 60)):
+    refused_shards = [
+        (shard("s" * 60, "0.33.0"), "metadata.name must be a DNS-1035 label"),
+        (shard("shard.one", "0.33.0"), "metadata.name must be a DNS-1035 label"),
+        (shard("shard", "0.33.0-" + "a" * 60), "spec.version"),
+        (shard("shard", "0.33.0", replicas=11), "spec.replicas"),
+        (shard("shard", "0.33.0", resources={"limits": {"cpu": "lots"}}), "spec.resources"),
+        (
+            shard("shard", "0.33.0", tolerations=[{"operator": "Exists", "value": "v"}]),
+            "operator Exists has no value",
+        ),
+        (shard("shard", "0.33.0", extraArgs=["--v=1"] * 65), "spec.extraArgs"),
+    ]
+    for obj, message in refused_shards:
         with pytest.raises(KubectlError) as refused:
-            apply(kubectl, namespace, shard(name, version))
-        assert "metadata.name" in str(refused.value) or "spec.version" in str(refused.value)
+            apply(kubectl, namespace, obj)
+        assert message in str(refused.value)
 
 
 def test_hand_edited_service_port_does_not_wedge_the_shard(
