@@ -246,3 +246,26 @@ def test_secret_content_never_reaches_status_events_or_log(
     )
     assert MARKER not in shown
     assert MARKER not in operator_process.log_tail(100_000)
+
+
+def test_pods_the_deployment_cannot_create_are_reported(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    apply(kubectl, namespace, quota)
+    start = time.monotonic()
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "root", "ReplicaFailure"),
+        90,
+        "the Deployment's ReplicaFailure to be reported",
+    )
+    log(f"measured: ReplicaFailure reported in {time.monotonic() - start:.1f}s")
+    assert "exceeded quota" in cond["message"] or "forbidden" in cond["message"]
+    kubectl("delete", "resourcequota", "-n", namespace, "no-pods")
+    wait_ready(kubectl, namespace, "root", "0.33.0", timeout=120)
