@@ -245,3 +245,15 @@ def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> N
     shard = make(non_root_object(version="0.33.0", extraArgs=["--etcd-servers=https://e:2379"]))
     args = args_of(shard, root)
     assert args[-1] == "--etcd-servers=https://e:2379"
+
+
+@pytest.mark.parametrize(
+    ("version", "label"),
+    [("0.33.0", "0.33.0"), ("0.33.0+build.7", "0.33.0_build.7"), ("0.33.0-rc-", "0.33.0-rc")],
+)
+def test_version_label_is_a_valid_label_value(version: str, label: str) -> None:
+    rendered = render_shard(make(shard_object(version=version)), None, RELEASE)
+    for obj in rendered.objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/version"] == label
+    template = rendered.deployment["spec"]["template"]["metadata"]
+    assert template["annotations"][VERSION_ANNOTATION] == version
