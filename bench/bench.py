@@ -40,7 +40,7 @@ def shard_objects(count: int) -> list[dict[str, Any]]:
     objs: list[dict[str, Any]] = [
         {
             "metadata": {"name": "root", "namespace": "bench", "uid": "u-root"},
-            "spec": {"version": "0.33.0", "replicas": 1},
+            "spec": {"version": "0.34.0", "replicas": 1},
         }
     ]
     for i in range(count - 1):
@@ -48,13 +48,17 @@ def shard_objects(count: int) -> list[dict[str, Any]]:
             {
                 "metadata": {"name": f"shard-{i}", "namespace": "bench", "uid": f"u-{i}"},
                 "spec": {
-                    "version": "0.32.3" if i % 2 else "0.33.0",
+                    "version": "0.32.3" if i % 2 else "0.34.0",
                     "rootShardRef": {"name": "root"},
                     "replicas": 3,
                     "etcd": {"endpoints": ["https://etcd:2379"], "prefix": f"/s{i}"},
                     "cache": {"kubeconfigSecretRef": {"name": "cache"}},
                     "rootShardKubeconfigSecretRef": {"name": "root-admin"},
-                    "extraArgs": ["--root-shard-kubeconfig-file", "/x", "--v=2"],
+                    # kcp 0.32.3 gets the flag from rootShardKubeconfigSecretRef;
+                    # on 0.34.0 the hand-written one is dropped
+                    "extraArgs": ["--v=2"]
+                    if i % 2
+                    else ["--root-shard-kubeconfig-file", "/x", "--v=2"],
                 },
             }
         )
@@ -79,14 +83,14 @@ def values_file(shards: int) -> str:
         lines += [
             f"  # shard {i}",
             f"  - name: shard-{i}",
-            '    version: "0.33.0"',
+            '    version: "0.34.0"',
             "    rootShardRef: {name: root}",
             "    cache:",
             "      kubeconfigSecretRef: {name: cache}  # cache server",
             "    rootShardKubeconfigSecretRef: {name: root-admin}",
             "    extraArgs:",
             "      - --v=2",
-            "      # old flag, gone in 0.33",
+            "      # old flag, ignored from 0.34",
             "      - --root-shard-kubeconfig-file=/etc/kcp/root/kubeconfig",
         ]
     return "\n".join(lines) + "\n"

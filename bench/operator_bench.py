@@ -40,7 +40,7 @@ SHARDS = int(os.environ.get("BENCH_SHARDS", "50"))
 
 
 def shard(name: str, root: bool) -> dict[str, Any]:
-    spec: dict[str, Any] = {"version": "0.33.0", "replicas": 1}
+    spec: dict[str, Any] = {"version": "0.34.0", "replicas": 1}
     if not root:
         spec["rootShardRef"] = {"name": "root"}
         spec["cache"] = {"kubeconfigSecretRef": {"name": "cache"}}

@@ -15,7 +15,7 @@ RELEASE = DEFAULT_DEPRECATING_RELEASE
 
 def shard_object(name: str = "root", **spec: Any) -> dict[str, Any]:
     """A Shard object with a valid minimal spec, overridden by ``spec``."""
-    base: dict[str, Any] = {"version": "0.33.0", "replicas": 1}
+    base: dict[str, Any] = {"version": "0.34.0", "replicas": 1}
     base.update(spec)
     return {
         "apiVersion": "kcpshard.dev/v1alpha1",

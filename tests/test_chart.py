@@ -112,40 +112,40 @@ BAD_VALUES = [
     (["--set", "operator.namespace=x"], "additional properties 'namespace'"),
     (["--set-json", 'shards=[{"name":"root"}]'], "missing property 'version'"),
     (
-        ["--set-json", 'shards=[{"name":"root","version":"v0.33.0","replicas":1}]'],
+        ["--set-json", 'shards=[{"name":"root","version":"v0.34.0","replicas":1}]'],
         "/shards/0/version",
     ),
-    (["--set-json", 'shards=[{"name":"Root","version":"0.33.0","replicas":1}]'], "/shards/0/name"),
-    (["--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":0}]'], "/shards/0/replicas"),
-    (["--set-json", 'shards=[{"name":"r","verison":"0.33.0"}]'], "additional properties 'verison'"),
+    (["--set-json", 'shards=[{"name":"Root","version":"0.34.0","replicas":1}]'], "/shards/0/name"),
+    (["--set-json", 'shards=[{"name":"r","version":"0.34.0","replicas":0}]'], "/shards/0/replicas"),
+    (["--set-json", 'shards=[{"name":"r","verison":"0.34.0"}]'], "additional properties 'verison'"),
     (
-        ["--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":1,"rootShardRef":{}}]'],
+        ["--set-json", 'shards=[{"name":"r","version":"0.34.0","replicas":1,"rootShardRef":{}}]'],
         "/shards/0/rootShardRef",
     ),
     (
         [
             "--set-json",
-            'shards=[{"name":"s","version":"0.33.0","replicas":1,"rootShardRef":{"name":"r"}}]',
+            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"}}]',
         ],
         "missing property 'cache'",
     ),
     (
         [
             "--set-json",
-            'shards=[{"name":"s","version":"0.33.0","replicas":1,"rootShardRef":{"name":"r"},"cache":{}}]',
+            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"},"cache":{}}]',
         ],
         "missing property 'kubeconfigSecretRef'",
     ),
-    (["--set-json", 'shards=[{"name":"r","version":"0.33.0"}]'], "missing property 'etcd'"),
+    (["--set-json", 'shards=[{"name":"r","version":"0.34.0"}]'], "missing property 'etcd'"),
     (
         [
             "--set-json",
-            'shards=[{"name":"r","version":"0.33.0","replicas":3,"etcd":{"endpoints":[]}}]',
+            'shards=[{"name":"r","version":"0.34.0","replicas":3,"etcd":{"endpoints":[]}}]',
         ],
         "/shards/0/etcd/endpoints",
     ),
     (
-        ["--set-json", 'shards=[{"name":"r","version":"0.33.0","image":{"pullPolicy":"x"}}]'],
+        ["--set-json", 'shards=[{"name":"r","version":"0.34.0","image":{"pullPolicy":"x"}}]'],
         "/shards/0/image/pullPolicy",
     ),
 ]
@@ -431,7 +431,7 @@ def test_shards_from_values() -> None:
     shards: list[Obj] = [
         {
             "name": "root",
-            "version": "0.33.0",
+            "version": "0.34.0",
             "replicas": 2,
             "etcd": {"endpoints": ["https://etcd:2379"], "prefix": "/kcp/root"},
         },
@@ -465,7 +465,7 @@ def test_shards_can_be_deleted_with_the_release() -> None:
     shard = one(
         render(
             "--set", "keepShardsOnUninstall=false",
-            "--set-json", 'shards=[{"name":"r","version":"0.33.0","replicas":1}]',
+            "--set-json", 'shards=[{"name":"r","version":"0.34.0","replicas":1}]',
         ),
         "Shard",
     )  # fmt: skip

@@ -4,10 +4,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ruamel.yaml import YAML
 
 from kcp_shard_operator.cli import main
 
 from .conftest import non_root_object, shard_object
+from .numeric_hash import numeric_hash_shard
 
 
 def write(tmp_path: Path, name: str, *docs: object) -> str:
@@ -75,11 +77,11 @@ def test_root_can_come_from_another_file(
 def test_release_flag_and_env(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    path = write(tmp_path, "s.yaml", shard_object(), non_root_object(version="0.33.0"))
-    monkeypatch.setenv("KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN", "0.34.0")
+    path = write(tmp_path, "s.yaml", shard_object(), non_root_object(version="0.34.0"))
+    monkeypatch.setenv("KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN", "0.35.0")
     assert main(["render", "-f", path]) == 0
     assert "--root-shard-kubeconfig-file=" in capsys.readouterr().out
-    assert main(["render", "-f", path, "--root-shard-flag-removed-in", "0.33.0"]) == 0
+    assert main(["render", "-f", path, "--root-shard-flag-removed-in", "0.34.0"]) == 0
     assert "--root-shard-kubeconfig-file" not in capsys.readouterr().out
 
 
@@ -93,3 +95,18 @@ def test_invalid_yaml(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     path.write_text("a: [\n", encoding="utf-8")
     assert main(["render", "-f", str(path)]) == 2
     assert capsys.readouterr().err.startswith("error: ")
+
+
+def test_numeric_looking_hash_stays_a_string(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    obj, digest = numeric_hash_shard("ns")
+    assert main(["render", "-f", write(tmp_path, "s.yaml", obj)]) == 0
+    out = capsys.readouterr().out
+    assert f'"{digest}"' in out
+    for doc in YAML(typ="safe", pure=True).load_all(out):
+        for value in (
+            *doc["metadata"]["labels"].values(),
+            *doc["metadata"]["annotations"].values(),
+        ):
+            assert isinstance(value, str), value

@@ -15,7 +15,7 @@ GOLDEN = Path(__file__).parent / "golden" / "render" / "samples.yaml"
 
 
 def test_samples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["render", "--root-shard-flag-removed-in", "0.33.0"]
+    args = ["render", "--root-shard-flag-removed-in", "0.34.0"]
     for sample in SAMPLES:
         args += ["-f", str(sample)]
     assert main(args) == 0
@@ -23,4 +23,4 @@ def test_samples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
     if os.environ.get("UPDATE_GOLDEN"):
         GOLDEN.write_text(out, encoding="utf-8")
     assert out == GOLDEN.read_text(encoding="utf-8")
-    assert "dropped '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err
+    assert "spec.extraArgs: '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err

@@ -53,7 +53,7 @@ def non_root(spec_version: str, status: dict[str, Any] | None, **spec: Any) -> d
     ("obj", "enabled", "action", "reason", "condition"),
     [
         pytest.param(
-            non_root("0.33.0", {"version": "0.33.0"}, **ADMIN), True, Action.CLEAN, "Upgraded",
+            non_root("0.34.0", {"version": "0.34.0"}, **ADMIN), True, Action.CLEAN, "Upgraded",
             None, id="upgraded-and-rolled-out",
         ),
         pytest.param(
@@ -61,11 +61,11 @@ def non_root(spec_version: str, status: dict[str, Any] | None, **spec: Any) -> d
             None, id="later-release",
         ),
         pytest.param(
-            non_root("0.33.0", {"version": "0.33.0"}, **ADMIN), False, Action.SKIP, "Disabled",
+            non_root("0.34.0", {"version": "0.34.0"}, **ADMIN), False, Action.SKIP, "Disabled",
             None, id="switched-off",
         ),
         pytest.param(
-            shard_object("root", version="0.33.0", **ADMIN), True, Action.SKIP, "RootShard",
+            shard_object("root", version="0.34.0", **ADMIN), True, Action.SKIP, "RootShard",
             None, id="root-shard",
         ),
         pytest.param(
@@ -73,31 +73,31 @@ def non_root(spec_version: str, status: dict[str, Any] | None, **spec: Any) -> d
             "OlderVersion", None, id="old-version",
         ),
         pytest.param(
-            non_root("0.33.0", {"version": "0.32.3"}, **ADMIN), True, Action.SKIP,
+            non_root("0.34.0", {"version": "0.32.3"}, **ADMIN), True, Action.SKIP,
             "OlderVersion", None, id="upgrade-in-progress",
         ),
         pytest.param(
-            non_root("0.33.0", None, **ADMIN), True, Action.SKIP, "RolloutInProgress", None,
+            non_root("0.34.0", None, **ADMIN), True, Action.SKIP, "RolloutInProgress", None,
             id="never-rolled-out",
         ),
         pytest.param(
-            non_root("0.33.1", {"version": "0.33.0"}, **ADMIN), True, Action.SKIP,
+            non_root("0.34.1", {"version": "0.34.0"}, **ADMIN), True, Action.SKIP,
             "RolloutInProgress", None, id="patch-rollout-in-progress",
         ),
         pytest.param(
-            non_root("0.33.0", {"version": "0.33.0", "conditions": [CLEANED]}, **ADMIN), True,
+            non_root("0.34.0", {"version": "0.34.0", "conditions": [CLEANED]}, **ADMIN), True,
             Action.SKIP, "AlreadyCleaned", None, id="already-cleaned",
         ),
         pytest.param(
-            non_root("0.33.0", {"version": "0.33.0", "conditions": [NOT_CLEANED]}, **ADMIN),
+            non_root("0.34.0", {"version": "0.34.0", "conditions": [NOT_CLEANED]}, **ADMIN),
             True, Action.CLEAN, "Upgraded", None, id="retry-after-failure",
         ),
         pytest.param(
-            non_root("0.33.0", {"version": "0.33.0"}), True, Action.SKIP, "NoAdminKubeconfig",
+            non_root("0.34.0", {"version": "0.34.0"}), True, Action.SKIP, "NoAdminKubeconfig",
             "NoAdminKubeconfig", id="no-credentials",
         ),
         pytest.param(
-            non_root("0.32.3", {"version": "0.33.0", "conditions": [CLEANED]}, **ADMIN), True,
+            non_root("0.32.3", {"version": "0.34.0", "conditions": [CLEANED]}, **ADMIN), True,
             Action.SKIP, "OlderVersion", "OlderVersion", id="rollback-started-resets",
         ),
         pytest.param(
@@ -125,9 +125,9 @@ def test_decide(
 
 
 def test_decide_uses_the_configured_release() -> None:
-    shard = make(non_root("0.33.0", {"version": "0.33.0"}, **ADMIN))
-    assert decide(shard, Version.parse("0.34.0")).action is Action.SKIP
-    assert decide(shard, Version.parse("0.33.0")).action is Action.CLEAN
+    shard = make(non_root("0.34.0", {"version": "0.34.0"}, **ADMIN))
+    assert decide(shard, Version.parse("0.35.0")).action is Action.SKIP
+    assert decide(shard, Version.parse("0.34.0")).action is Action.CLEAN
 
 
 @pytest.mark.parametrize(

@@ -82,14 +82,14 @@ ROWS = [
     ),
     Row(
         "secret ref as first key of a list item",
-        "shards:\n- rootShardKubeconfigSecretRef: {name: x}\n  version: 0.33.0\n  name: a\n",
-        "shards:\n- version: 0.33.0\n  name: a\n",
+        "shards:\n- rootShardKubeconfigSecretRef: {name: x}\n  version: 0.34.0\n  name: a\n",
+        "shards:\n- version: 0.34.0\n  name: a\n",
         says="Secret x",
     ),
     Row(
         "secret ref in a flow mapping",
-        "shards: [{name: a, version: 0.33.0, rootShardKubeconfigSecretRef: {name: x}}]\n",
-        "shards: [{name: a, version: 0.33.0}]\n",
+        "shards: [{name: a, version: 0.34.0, rootShardKubeconfigSecretRef: {name: x}}]\n",
+        "shards: [{name: a, version: 0.34.0}]\n",
     ),
     Row(
         "quoted key",
@@ -139,6 +139,89 @@ ROWS = [
         "  volumes:\n    - name: s\n      secret: {secretName: s}\n",
         prune=True,
     ),
+    Row(
+        "alias as the flag's value: both items go, the anchor stays",
+        f"kc: &kc /etc/kcp/shard/kubeconfig\nargs:\n  - {FLAG}\n  - *kc\n  - --v=2\n",
+        "kc: &kc /etc/kcp/shard/kubeconfig\nargs:\n  - --v=2\n",
+        says=f"removed {FLAG} /etc/kcp/shard/kubeconfig",
+    ),
+    Row(
+        "anchor on the removed value still used elsewhere: refused with what to do",
+        f"args:\n  - {FLAG}\n  - &kc /etc/kc\nmount: *kc\n",
+        None,
+        says="the item to remove carries the anchor &kc, which *kc on line 4 still uses; "
+        "write the value there instead of *kc",
+    ),
+    Row(
+        "alias next to the flag in a flow list",
+        f"v: &v --v=2\nargs: [*v, {FLAG}=/x, *v]\n",
+        "v: &v --v=2\nargs: [*v, *v]\n",
+    ),
+    Row(
+        "alias as the flag itself",
+        f"f: &f {FLAG}=/x\nargs:\n  - *f\n  - --v=2\n",
+        "f: &f " + FLAG + "=/x\nargs:\n  - --v=2\n",
+        says="appears inside a string",
+    ),
+    Row(
+        "underscore spelling",
+        "args: [--root_shard_kubeconfig_file=/x, --v=2]\n",
+        "args: [--v=2]\n",
+    ),
+    Row(
+        "bare flag takes a value that starts with '-'",
+        f"args: [{FLAG}, -x, --v=2]\n",
+        "args: [--v=2]\n",
+    ),
+    Row(
+        "renamed cache flag",
+        "args:\n  - '--cache-server-kubeconfig-file=/c'  # old name\n  - --v=2\n",
+        "args:\n  - '--cache-kubeconfig=/c'  # old name\n  - --v=2\n",
+        says="renamed --cache-server-kubeconfig-file to --cache-kubeconfig",
+    ),
+    Row(
+        "renamed cache flag next to the new one is removed",
+        "args: [--cache-kubeconfig=/c, --cache-server-kubeconfig-file, /c]\n",
+        "args: [--cache-kubeconfig=/c]\n",
+    ),
+    Row(
+        "external-hostname is a no-op",
+        "args: [--external-hostname=kcp:6443, --v=2]\n",
+        "args: [--v=2]\n",
+        says="--shard-external-url replaces it",
+    ),
+    Row(
+        "front-proxy root kubeconfig is kept (still read) with advice from the release on",
+        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.34.0\n    command: [/kcp-front-proxy]\n"
+        "    args: [--root-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+        None,
+        says="kept --root-kubeconfig: deprecated from 0.33.0 on; the front-proxy discovers",
+    ),
+    Row(
+        "front-proxy root kubeconfig kept before it",
+        "containers:\n  - image: ghcr.io/kcp-dev/kcp:v0.32.3\n"
+        "    args: [--root-kubeconfig=/etc/kcp/root/kubeconfig]\n",
+        None,
+        says="kept: kcp 0.32.3 still uses --root-kubeconfig",
+    ),
+    Row(
+        "shard chart kcp.tag alone states the version",
+        f"kcp:\n  tag: v0.32.3\n  extraFlags: [{FLAG}=/x]\n",
+        None,
+        says="kept: kcp 0.32.3 still uses",
+    ),
+    Row(
+        "a tag that is no version keeps the flag",
+        f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n",
+        None,
+        says="cannot tell the kcp version from 'main'",
+    ),
+    Row(
+        "a Shard version that is no version keeps the flag",
+        f"shards:\n  - version: latest\n    extraArgs: [{FLAG}=/x]\n",
+        None,
+        says="cannot tell the kcp version from 'latest'",
+    ),
     Row("empty file", "", ""),
     Row("comments only", "# a\n# b\n", "# a\n# b\n"),
     Row("duplicate keys are invalid", "a: 1\na: 2\n", None, says="invalid YAML"),
@@ -162,6 +245,7 @@ def test_migrate(row: Row) -> None:
 
 def test_refused_file_reports_the_reason_once() -> None:
     result = migrate_text(f"- {FLAG}=/x\n", deprecating_release=RELEASE)
+    assert result.changes == ()
     assert [e.message for e in result.errors] == [
         "refusing to rewrite this file: line 1: would leave an empty list that is not "
         "the value of a key; left unchanged"
@@ -170,7 +254,7 @@ def test_refused_file_reports_the_reason_once() -> None:
 
 @pytest.mark.parametrize(
     ("version", "removed"),
-    [("0.32.3", False), ("0.33.0-rc.1", False), ("0.33.0", True), ("1.0.0", True)],
+    [("0.32.3", False), ("0.34.0-rc.1", True), ("0.34.0", True), ("1.0.0", True)],
 )
 def test_secret_ref_follows_the_deprecating_release(version: str, removed: bool) -> None:
     text = f"shards:\n  - version: {version}\n    rootShardKubeconfigSecretRef: {{name: x}}\n"
@@ -179,10 +263,10 @@ def test_secret_ref_follows_the_deprecating_release(version: str, removed: bool)
 
 
 def test_release_is_configurable() -> None:
-    text = f"shards:\n  - version: 0.33.0\n    extraArgs: [{FLAG}=/x]\n"
-    later = migrate_text(text, deprecating_release=Version(0, 34, 0))
+    text = f"shards:\n  - version: 0.34.0\n    extraArgs: [{FLAG}=/x]\n"
+    later = migrate_text(text, deprecating_release=Version(0, 35, 0))
     assert later.text == text
-    assert "kept: kcp 0.33.0" in later.warnings[0].message
+    assert "kept: kcp 0.34.0" in later.warnings[0].message
     assert migrate_text(text, deprecating_release=RELEASE).changed
 
 
@@ -236,10 +320,29 @@ def test_offsets_that_do_not_match_the_text_are_refused(prefix: str) -> None:
     ],
 )
 def test_shard_chart_admin_secret_reported_for_non_root_only(sharding: str, reported: bool) -> None:
-    text = f"kcp: {{tag: v0.33.0}}\ncache: {{enabled: true}}\nsharding: {sharding}\n"
+    text = f"kcp: {{tag: v0.34.0}}\ncache: {{enabled: true}}\nsharding: {sharding}\n"
     result = migrate_text(text, deprecating_release=RELEASE)
     assert not result.errors
     assert [
         f.message.startswith("Secret <release>-shard-shard-admin-kubeconfig")
         for f in result.unneeded
     ] == ([True] if reported else [])
+
+
+@pytest.mark.parametrize(
+    ("given", "kcp_version", "changed"),
+    [
+        (f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n", "0.34.0", True),
+        (f"kcp:\n  tag: main\n  extraFlags: [{FLAG}=/x]\n", "0.32.3", False),
+        (f"extraArgs: [{FLAG}=/x]\n", "0.32.3", False),
+        (f"kcp:\n  tag: v0.32.3\n  extraFlags: [{FLAG}=/x]\n", "0.34.0", False),
+    ],
+)
+def test_kcp_version_decides_where_the_file_cannot(
+    given: str, kcp_version: str, changed: bool
+) -> None:
+    result = migrate_text(
+        given, deprecating_release=Version(0, 34, 0), kcp_version=Version.parse(kcp_version)
+    )
+    assert result.changed is changed
+    assert not result.errors

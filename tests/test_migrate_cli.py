@@ -46,7 +46,7 @@ def test_prints_result_and_leaves_file(
     first = err.decode().splitlines()[0]
     assert first == (
         f"{path}:28: shards[1].rootShardKubeconfigSecretRef: removed "
-        "rootShardKubeconfigSecretRef (kcp 0.33.0 ignores --root-shard-kubeconfig-file)"
+        "rootShardKubeconfigSecretRef (kcp 0.34.0 ignores --root-shard-kubeconfig-file)"
     )
 
 
@@ -219,7 +219,7 @@ def test_from_shard_chart_golden(
     assert out == golden(f"{case}.shard.yaml")
     assert err == golden(f"{case}.shard.report")
     manifest = YAML(typ="safe", pure=True).load(out)
-    assert parse_shard(manifest, DEFAULT_DEPRECATING_RELEASE).spec.version == "0.33.0"
+    assert parse_shard(manifest, DEFAULT_DEPRECATING_RELEASE).spec.version == "0.34.0"
     assert b"root-shard-kubeconfig" not in out
 
 
@@ -261,3 +261,57 @@ def test_from_shard_chart_rejects_paths_and_bad_input(
     assert "--from-shard-chart takes no other PATH" in err
     assert "error: values must be a mapping" in err
     assert "error: invalid YAML" in err
+
+
+def test_explain_prints_every_deprecated_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["migrate-values", "--explain"]) == 0
+    out = capsys.readouterr().out
+    for flag, release, replacement in (
+        ("--root-shard-kubeconfig-file", "0.34.0", "-"),
+        ("--external-hostname", "0.31.0", "--shard-external-url"),
+        ("--cache-server-kubeconfig-file", "0.11.0", "--cache-kubeconfig"),
+        ("--root-kubeconfig", "0.34.0", "--shard-peer-kubeconfig"),
+    ):
+        row = next(line for line in out.splitlines() if line.startswith(flag + " "))
+        assert release in row
+        assert replacement in row
+
+
+def test_files_on_stdout_are_separate_documents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a = tmp_path / "a.yaml"
+    b = tmp_path / "b.yaml"
+    a.write_text("args: [--root-shard-kubeconfig-file=/x, --v=1]\n", encoding="utf-8")
+    b.write_text("name: b\nargs: [--v=2]", encoding="utf-8")
+    assert main(["migrate-values", str(a), str(b), str(a)]) == 0
+    out = capsys.readouterr().out
+    assert out == "args: [--v=1]\n---\nname: b\nargs: [--v=2]\n---\nargs: [--v=1]\n"
+    assert len(list(YAML(typ="safe", pure=True).load_all(out))) == 3
+
+
+def test_refused_file_reports_no_removal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "top.yaml"
+    path.write_text("- --root-shard-kubeconfig-file=/x\n", encoding="utf-8")
+    assert main(["migrate-values", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1
+    assert "refusing to rewrite" in err[0]
+
+
+@pytest.mark.parametrize(
+    ("extra", "status", "kept"), [([], 0, True), (["--kcp-version", "0.34.0"], 0, False)]
+)
+def test_unreadable_tag_keeps_the_flag_unless_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], status: int, kept: bool
+) -> None:
+    path = tmp_path / "values.yaml"
+    path.write_text(
+        "kcp:\n  tag: main\n  extraFlags: [--root-shard-kubeconfig-file=/x]\n", encoding="utf-8"
+    )
+    assert main(["migrate-values", *extra, str(path)]) == status
+    out, err = capsys.readouterr()
+    assert ("--root-shard-kubeconfig-file" in out) is kept
+    assert ("cannot tell the kcp version from 'main'" in err) is kept

@@ -41,7 +41,7 @@ CASES = [
     Case("shard-chart-nonroot-nocache", errors=True),
     Case("project-chart-values", changes=3),
     Case("project-chart-values-release-0.35", "project-chart-values", release=Version(0, 35, 0)),
-    Case("project-nonroot-nocache", changes=1, errors=True),
+    Case("project-nonroot-nocache", errors=True),
     Case("block-and-flow", changes=7),
     Case("two-item-at-end", changes=3),
     Case("list-becomes-empty", changes=4),

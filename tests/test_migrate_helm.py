@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator.shardchart import without_root_shard_flag
+from kcp_shard_operator.flags import without_flag
 from kcp_shard_operator.spec import parse_shard
 from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
 from tests.e2e.kube import REPO, build_tools, log, tools_env
@@ -73,7 +73,7 @@ def test_migrated_chart_values_render_the_intended_difference(helm_env: dict[str
         spec = expected[name]["spec"]
         del spec[REF]
         if "extraArgs" in spec:
-            spec["extraArgs"] = without_root_shard_flag(spec["extraArgs"])
+            spec["extraArgs"] = without_flag(spec["extraArgs"], "--root-shard-kubeconfig-file")[0]
     assert new == expected
     assert REF in new["beta"]["spec"]
     for obj in new.values():

@@ -23,7 +23,7 @@ from kcp_shard_operator.spec import Shard
 from .conftest import RELEASE, make, non_root_object, shard_object
 
 
-def root_with(version: str | None, spec_version: str = "0.33.0") -> Shard:
+def root_with(version: str | None, spec_version: str = "0.34.0") -> Shard:
     obj = shard_object(version=spec_version)
     if version:
         obj["status"] = {"version": version}
@@ -37,13 +37,13 @@ def deployment_at(version: str) -> JSON:
 @pytest.mark.parametrize(
     ("root_version", "running", "wanted", "waits"),
     [
-        (None, None, "0.33.0", True),
-        ("0.32.3", "0.32.3", "0.33.0", True),
-        ("0.33.0", "0.32.3", "0.33.0", False),
-        ("0.34.0", "0.32.3", "0.33.0", False),
-        ("0.32.3", "0.33.0", "0.33.0", False),
+        (None, None, "0.34.0", True),
+        ("0.32.3", "0.32.3", "0.34.0", True),
+        ("0.34.0", "0.32.3", "0.34.0", False),
+        ("0.35.0", "0.32.3", "0.34.0", False),
+        ("0.32.3", "0.34.0", "0.34.0", False),
         ("0.32.3", None, "0.32.3", False),
-        ("not-a-version", None, "0.33.0", True),
+        ("not-a-version", None, "0.34.0", True),
     ],
 )
 def test_non_root_waits_for_root(
@@ -123,7 +123,7 @@ def test_waiting_shard_keeps_its_version_but_follows_the_rest_of_its_spec() -> N
     running = render_shard(make(non_root_object(version="0.32.3")), root, RELEASE)
     observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
     wanted = make(
-        non_root_object(version="0.33.0", replicas=2, etcd={"endpoints": ["https://e:2379"]})
+        non_root_object(version="0.34.0", replicas=2, etcd={"endpoints": ["https://e:2379"]})
     )
     decision = plan(wanted, root, observed, RELEASE)
     assert decision.waiting is not None
@@ -143,14 +143,14 @@ def test_waiting_shard_in_sync_at_its_running_version_is_left_alone() -> None:
     root = root_with("0.32.3")
     running = render_shard(make(non_root_object(version="0.32.3")), root, RELEASE)
     observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
-    decision = plan(make(non_root_object(version="0.33.0")), root, observed, RELEASE)
+    decision = plan(make(non_root_object(version="0.34.0")), root, observed, RELEASE)
     assert decision.waiting is not None
     assert decision.apply == []
 
 
 def test_held_at_running_version_keeps_a_custom_image() -> None:
     shard = make(
-        non_root_object(version="0.33.0", image={"repository": "r:5000/kcp", "tag": "new"})
+        non_root_object(version="0.34.0", image={"repository": "r:5000/kcp", "tag": "new"})
     )
     deployment = render_shard(
         make(non_root_object(version="0.32.3", image={"repository": "r:5000/kcp", "tag": "old"})),
@@ -170,7 +170,7 @@ def test_waiting_shard_keeps_the_secret_digest_of_its_running_version() -> None:
     old = make(non_root_object(version="0.32.3"))
     running = render_shard(old, root, RELEASE, revisions)
     observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
-    wanted = make(non_root_object(version="0.33.0"))
+    wanted = make(non_root_object(version="0.34.0"))
     read = {name: revisions[name] for name in wanted.spec.secret_names}
     decision = plan(wanted, root, observed, RELEASE, read)
     assert decision.waiting is not None

@@ -32,16 +32,18 @@ def args_of(shard: Shard, root: Shard | None, release: Version = RELEASE) -> lis
     ("spec", "present", "absent"),
     [
         ({"version": "0.32.3"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
-        ({"version": "0.33.0"}, [], [ROOT_FLAG]),
+        ({"version": "0.34.0"}, [], [ROOT_FLAG]),
         ({"version": "0.34.2"}, [], [ROOT_FLAG]),
-        ({"version": "0.33.0-rc.1"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
+        ({"version": "0.34.0-rc.1"}, [], [ROOT_FLAG]),
+        ({"version": "0.33.0"}, [f"{ROOT_FLAG}=/etc/kcp/root-shard/kubeconfig"], []),
+        ({"version": "0.34.0+build.1", "image": {"tag": "b1"}}, [], [ROOT_FLAG]),
         (
-            {"version": "0.33.0", "extraArgs": [ROOT_FLAG, "/x", "--v=4"]},
+            {"version": "0.34.0", "extraArgs": [ROOT_FLAG, "/x", "--v=4"]},
             ["--v=4"],
             [ROOT_FLAG, "/x"],
         ),
         (
-            {"version": "0.33.0", "extraArgs": [f"{ROOT_FLAG}=/x", "--v=4"]},
+            {"version": "0.34.0", "extraArgs": [f"{ROOT_FLAG}=/x", "--v=4"]},
             ["--v=4"],
             [f"{ROOT_FLAG}=/x"],
         ),
@@ -62,15 +64,48 @@ def test_non_root_flags(
         assert not any(a == arg or a.startswith(arg + "=") for a in args), args
 
 
-def test_old_extra_args_are_kept_verbatim_before_the_release(root: Shard) -> None:
-    shard = make(non_root_object(version="0.32.3", extraArgs=[f"{ROOT_FLAG}=/custom"]))
-    rendered = render_shard(shard, root, RELEASE)
-    assert f"{ROOT_FLAG}=/custom" in container(rendered.deployment)["args"]
-    assert rendered.dropped_args == []
+@pytest.mark.parametrize(
+    "extra",
+    [[f"{ROOT_FLAG}=/custom"], [ROOT_FLAG, "/custom"], ["--root_shard_kubeconfig_file=/custom"]],
+)
+def test_root_flag_in_extra_args_before_the_release_is_refused_not_doubled(
+    root: Shard, extra: list[str]
+) -> None:
+    shard = make(non_root_object(version="0.32.3", extraArgs=extra))
+    with pytest.raises(SpecError, match=r"spec.extraArgs\[0\]: --root-shard-kubeconfig-file"):
+        render_shard(shard, root, RELEASE)
+
+
+@pytest.mark.parametrize(
+    ("extra", "kept", "dropped"),
+    [
+        (
+            ["--cache-server-kubeconfig-file=/c"],
+            ["--cache-kubeconfig=/c"],
+            ["--cache-server-kubeconfig-file=/c (renamed to --cache-kubeconfig)"],
+        ),
+        (["--external-hostname", "kcp:6443", "--v=2"], ["--v=2"], ["--external-hostname kcp:6443"]),
+        (["--external_hostname=kcp:6443"], [], ["--external_hostname=kcp:6443"]),
+    ],
+)
+def test_retired_flags_leave_extra_args(
+    extra: list[str], kept: list[str], dropped: list[str]
+) -> None:
+    rendered = render_shard(make(shard_object(version="0.32.3", extraArgs=extra)), None, RELEASE)
+    args = container(rendered.deployment)["args"]
+    assert args[len(args) - len(kept) :] == kept
+    assert not any("external" in a and "hostname" in a for a in args)
+    assert rendered.dropped_args == dropped
+
+
+def test_renamed_cache_flag_is_refused_next_to_the_rendered_one(root: Shard) -> None:
+    shard = make(non_root_object(version="0.34.0", extraArgs=["--cache-server-kubeconfig-file=/c"]))
+    with pytest.raises(SpecError, match="--cache-kubeconfig is rendered by the operator"):
+        render_shard(shard, root, RELEASE)
 
 
 def test_dropped_and_unused_are_reported(root: Shard) -> None:
-    shard = make(non_root_object(version="0.33.0", extraArgs=[ROOT_FLAG, "/x"]))
+    shard = make(non_root_object(version="0.34.0", extraArgs=[ROOT_FLAG, "/x"]))
     rendered = render_shard(shard, root, RELEASE)
     assert rendered.dropped_args == [f"{ROOT_FLAG} /x"]
     assert rendered.unused_refs == ["spec.rootShardKubeconfigSecretRef"]
@@ -85,8 +120,8 @@ def test_root_never_gets_root_flag_or_shard_name(root: Shard) -> None:
 
 
 def test_release_is_configurable(root: Shard) -> None:
-    shard = make(non_root_object(version="0.33.0"))
-    assert any(a.startswith(ROOT_FLAG) for a in args_of(shard, root, Version.parse("0.34.0")))
+    shard = make(non_root_object(version="0.34.0"))
+    assert any(a.startswith(ROOT_FLAG) for a in args_of(shard, root, Version.parse("0.35.0")))
 
 
 def test_kubeconfig_secret_is_mounted_by_key(root: Shard) -> None:
@@ -126,7 +161,7 @@ def test_deployment_shape(root: Shard) -> None:
     assert dep["spec"]["replicas"] == 3
     assert dep["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
     template = dep["spec"]["template"]
-    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.33.0"
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.34.0"
     labels = template["metadata"]["labels"]
     assert labels["app.kubernetes.io/managed-by"] == "kcp-shard-operator"
     assert labels["kcpshard.dev/root-shard"] == "root"
@@ -139,7 +174,7 @@ def test_deployment_shape(root: Shard) -> None:
     assert pod["tolerations"] == [{"key": "k", "operator": "Exists"}]
     assert pod["securityContext"]["runAsNonRoot"] is True
     c = pod["containers"][0]
-    assert c["image"] == "ghcr.io/kcp-dev/kcp:v0.33.0"
+    assert c["image"] == "ghcr.io/kcp-dev/kcp:v0.34.0"
     assert c["securityContext"]["readOnlyRootFilesystem"] is True
     assert c["resources"] == {"requests": {"cpu": "1"}}
     assert c["readinessProbe"]["httpGet"]["path"] == "/readyz"
@@ -208,13 +243,13 @@ def test_mounted_secrets_follow_the_version(root: Shard) -> None:
         )
 
     assert mounted("0.32.3") == ["cache", "root-admin"]
-    assert mounted("0.33.0") == ["cache"]
+    assert mounted("0.34.0") == ["cache"]
 
 
 def test_spec_names_the_secrets_of_every_version() -> None:
     spec = make(
         non_root_object(
-            version="0.33.0",
+            version="0.34.0",
             etcd={"endpoints": ["https://e:2379"], "tlsSecretRef": {"name": "etcd"}},
             tls={"clientCASecretRef": {"name": "ca"}},
             adminKubeconfigSecretRef={"name": "admin"},
@@ -229,12 +264,15 @@ def test_spec_names_the_secrets_of_every_version() -> None:
         (["--v=2", "--cache-kubeconfig=/x"], 1, "--cache-kubeconfig"),
         (["--shard-name", "other"], 0, "--shard-name"),
         (["--secure-port=7443"], 0, "--secure-port"),
+        (["--secure_port=1"], 0, "--secure-port"),
+        (["--v=2", "--root_directory=/"], 1, "--root-directory"),
+        (["--shard_name", "x"], 0, "--shard-name"),
     ],
 )
 def test_extra_args_may_not_override_rendered_flags(
     extra: list[str], index: int, flag: str, root: Shard
 ) -> None:
-    shard = make(non_root_object(version="0.33.0", extraArgs=extra))
+    shard = make(non_root_object(version="0.34.0", extraArgs=extra))
     with pytest.raises(SpecError) as refused:
         render_shard(shard, root, RELEASE)
     assert refused.value.path == f"spec.extraArgs[{index}]"
@@ -242,14 +280,14 @@ def test_extra_args_may_not_override_rendered_flags(
 
 
 def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> None:
-    shard = make(non_root_object(version="0.33.0", extraArgs=["--etcd-servers=https://e:2379"]))
+    shard = make(non_root_object(version="0.34.0", extraArgs=["--etcd-servers=https://e:2379"]))
     args = args_of(shard, root)
     assert args[-1] == "--etcd-servers=https://e:2379"
 
 
 @pytest.mark.parametrize(
     ("version", "label"),
-    [("0.33.0", "0.33.0"), ("0.33.0+build.7", "0.33.0_build.7"), ("0.33.0-rc-", "0.33.0-rc")],
+    [("0.33.0", "0.33.0"), ("0.33.0-rc.1", "0.33.0-rc.1"), ("0.33.0-rc-", "0.33.0-rc")],
 )
 def test_version_label_is_a_valid_label_value(version: str, label: str) -> None:
     rendered = render_shard(make(shard_object(version=version)), None, RELEASE)
@@ -257,3 +295,53 @@ def test_version_label_is_a_valid_label_value(version: str, label: str) -> None:
         assert obj["metadata"]["labels"]["app.kubernetes.io/version"] == label
     template = rendered.deployment["spec"]["template"]["metadata"]
     assert template["annotations"][VERSION_ANNOTATION] == version
+
+
+def test_build_metadata_stays_out_of_label_values() -> None:
+    obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-b1"})
+    rendered = render_shard(make(obj), None, RELEASE)
+    for obj in rendered.objects:
+        assert obj["metadata"]["labels"]["app.kubernetes.io/version"] == "0.34.0"
+    assert rendered.deployment["spec"]["template"]["metadata"]["labels"][
+        "app.kubernetes.io/version"
+    ] == ("0.34.0")
+
+
+def test_sharded_kcp_trust_and_client_settings(root: Shard) -> None:
+    shard = make(
+        non_root_object(
+            version="0.34.0",
+            externalURL="https://kcp.example.com:443",
+            logicalClusterAdminKubeconfigSecretRef={"name": "lca"},
+            externalLogicalClusterAdminKubeconfigSecretRef={"name": "elca", "key": "k"},
+            tls={
+                "requestHeaderClientCASecretRef": {"name": "rh-ca", "key": "tls.crt"},
+                "shardClientCertSecretRef": {"name": "client"},
+                "rootCASecretRef": {"name": "root-ca"},
+            },
+        )
+    )
+    rendered = render_shard(shard, root, RELEASE)
+    args = container(rendered.deployment)["args"]
+    for arg in (
+        "--requestheader-client-ca-file=/etc/kcp/tls/requestheader-client-ca/ca.crt",
+        "--requestheader-username-headers=X-Remote-User",
+        "--requestheader-group-headers=X-Remote-Group",
+        "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+        "--shard-client-cert-file=/etc/kcp/tls/shard-client/tls.crt",
+        "--shard-client-key-file=/etc/kcp/tls/shard-client/tls.key",
+        "--root-ca-file=/etc/kcp/tls/root-ca/ca.crt",
+        "--logical-cluster-admin-kubeconfig=/etc/kcp/logical-cluster-admin/kubeconfig",
+        "--external-logical-cluster-admin-kubeconfig=/etc/kcp/external-logical-cluster-admin/kubeconfig",
+    ):
+        assert arg in args
+    volumes = {
+        v["name"]: v["secret"]
+        for v in rendered.deployment["spec"]["template"]["spec"]["volumes"]
+        if "secret" in v
+    }
+    assert volumes["requestheader-client-ca"]["items"] == [{"key": "tls.crt", "path": "ca.crt"}]
+    assert volumes["external-logical-cluster-admin"]["items"] == [
+        {"key": "k", "path": "kubeconfig"}
+    ]
+    assert {"rh-ca", "client", "root-ca", "lca", "elca"} <= set(shard.spec.secret_names)

@@ -14,7 +14,7 @@ from .conftest import RELEASE, make, non_root_object, shard_object
 def test_defaults() -> None:
     spec = make(shard_object()).spec
     assert spec.image.repository == "ghcr.io/kcp-dev/kcp"
-    assert spec.image_ref == "ghcr.io/kcp-dev/kcp:v0.33.0"
+    assert spec.image_ref == "ghcr.io/kcp-dev/kcp:v0.34.0"
     assert spec.is_root
     assert spec.extra_args == []
 
@@ -39,7 +39,7 @@ def test_namespace_defaults_to_default() -> None:
 @pytest.mark.parametrize(
     ("obj", "path", "fragment"),
     [
-        (shard_object(version="v0.33.0"), "spec.version", "does not match"),
+        (shard_object(version="v0.34.0"), "spec.version", "does not match"),
         (shard_object(version="0.33"), "spec.version", "does not match"),
         (shard_object(version=33), "spec.version", "must be a string"),
         (shard_object(version="0.30.0"), "spec.version", "older than the oldest supported"),
@@ -111,7 +111,8 @@ def test_validation_errors(obj: dict[str, Any], path: str, fragment: str) -> Non
 def test_valid_free_form_fields_pass() -> None:
     spec = make(
         shard_object(
-            version="0.33.0-rc.1+build.7",
+            version="0.34.0-rc.1+build.7",
+            image={"tag": "v0.34.0-rc.1-b7"},
             resources={"limits": {"cpu": 2, "memory": "1.5Gi"}, "requests": {"cpu": "500m"}},
             tolerations=[
                 {"operator": "Exists"},
@@ -127,15 +128,30 @@ def test_missing_spec_and_name() -> None:
     with pytest.raises(SpecError, match="spec: must be an object"):
         parse_shard({"metadata": {"name": "x"}}, RELEASE)
     with pytest.raises(SpecError, match=r"metadata\.name: is required"):
-        parse_shard({"metadata": {}, "spec": {"version": "0.33.0"}}, RELEASE)
+        parse_shard({"metadata": {}, "spec": {"version": "0.34.0"}}, RELEASE)
 
 
 def test_new_non_root_needs_no_root_kubeconfig() -> None:
-    shard = make(non_root_object(version="0.33.0", rootShardKubeconfigSecretRef=None))
+    shard = make(non_root_object(version="0.34.0", rootShardKubeconfigSecretRef=None))
     assert not shard.spec.is_root
 
 
 def test_configurable_release_changes_requirement() -> None:
-    obj = non_root_object(version="0.33.0", rootShardKubeconfigSecretRef=None)
+    obj = non_root_object(version="0.34.0", rootShardKubeconfigSecretRef=None)
     with pytest.raises(SpecError, match="still needs"):
-        parse_shard(obj, Version.parse("0.34.0"))
+        parse_shard(obj, Version.parse("0.35.0"))
+
+
+def test_logical_cluster_admin_kubeconfig_needs_external_url() -> None:
+    obj = shard_object(logicalClusterAdminKubeconfigSecretRef={"name": "lca"})
+    with pytest.raises(SpecError, match=r"needs spec\.externalURL"):
+        parse_shard(obj, RELEASE)
+    obj["spec"]["externalURL"] = "https://kcp.example.com"
+    assert parse_shard(obj, RELEASE).spec.logical_cluster_admin_kubeconfig_secret_ref
+
+
+def test_build_metadata_needs_an_image_tag() -> None:
+    with pytest.raises(SpecError, match=r"needs spec\.image\.tag"):
+        parse_shard(shard_object(version="0.34.0+build.1"), RELEASE)
+    obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-build.1"})
+    assert parse_shard(obj, RELEASE).spec.image_ref.endswith(":v0.34.0-build.1")

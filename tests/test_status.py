@@ -23,7 +23,7 @@ NOW = "2026-12-02T10:00:00Z"
 LATER = "2026-12-02T11:00:00Z"
 
 
-def deployment(version: str = "0.33.0", desired: int = 1, **status: Any) -> JSON:
+def deployment(version: str = "0.34.0", desired: int = 1, **status: Any) -> JSON:
     full = {
         "observedGeneration": 2,
         "replicas": desired,
@@ -107,7 +107,7 @@ def test_phase_and_conditions(
 def test_version_is_only_written_when_rolled_out() -> None:
     shard = make(shard_object())
     assert "version" not in status_of(shard, Observation(deployment=deployment(updatedReplicas=0)))
-    assert status_of(shard, Observation(deployment=deployment()))["version"] == "0.33.0"
+    assert status_of(shard, Observation(deployment=deployment()))["version"] == "0.34.0"
 
 
 def test_version_keeps_last_rolled_out_during_a_rollout() -> None:

@@ -21,11 +21,11 @@ V = Version.parse
 @pytest.mark.parametrize(
     ("lower", "higher"),
     [
-        ("0.32.3", "0.33.0"),
+        ("0.32.3", "0.34.0"),
         ("0.32.3", "0.32.10"),
-        ("0.33.0-rc.1", "0.33.0"),
-        ("0.33.0-alpha.2", "0.33.0-alpha.10"),
-        ("0.33.0-alpha.9", "0.33.0-beta.0"),
+        ("0.34.0-rc.1", "0.34.0"),
+        ("0.34.0-alpha.2", "0.34.0-alpha.10"),
+        ("0.34.0-alpha.9", "0.34.0-beta.0"),
         ("0.9.9", "1.0.0"),
     ],
 )
@@ -41,23 +41,26 @@ def test_rejects_malformed(text: str) -> None:
 
 
 def test_round_trip_and_build_metadata() -> None:
-    assert str(V("0.33.0-rc.1")) == "0.33.0-rc.1"
-    assert V("0.33.0+build.5") == V("0.33.0")
+    assert str(V("0.34.0-rc.1")) == "0.34.0-rc.1"
+    assert V("0.34.0+build.5") == V("0.34.0")
 
 
 @pytest.mark.parametrize(
     ("flag", "version", "role", "release", "expected"),
     [
-        (ROOT_SHARD_KUBECONFIG_FLAG, "0.32.3", Role.NON_ROOT, "0.33.0", True),
-        (ROOT_SHARD_KUBECONFIG_FLAG, "0.33.0", Role.NON_ROOT, "0.33.0", False),
-        (ROOT_SHARD_KUBECONFIG_FLAG, "0.33.0-rc.1", Role.NON_ROOT, "0.33.0", True),
-        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.1", Role.NON_ROOT, "0.33.0", False),
-        (ROOT_SHARD_KUBECONFIG_FLAG, "0.32.3", Role.ROOT, "0.33.0", False),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.32.3", Role.NON_ROOT, "0.34.0", True),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.0", Role.NON_ROOT, "0.34.0", False),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.0-rc.1", Role.NON_ROOT, "0.34.0", False),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.0-rc.1", Role.NON_ROOT, "0.34.0-rc.2", True),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.0+build.1", Role.NON_ROOT, "0.34.0", False),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.33.0", Role.NON_ROOT, "0.34.0", True),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.34.1", Role.NON_ROOT, "0.34.0", False),
+        (ROOT_SHARD_KUBECONFIG_FLAG, "0.32.3", Role.ROOT, "0.34.0", False),
         (ROOT_SHARD_KUBECONFIG_FLAG, "0.32.3", Role.NON_ROOT, "0.32.2", False),
         (ROOT_SHARD_KUBECONFIG_FLAG, "0.33.5", Role.NON_ROOT, "0.34.0", True),
-        (CACHE_KUBECONFIG_FLAG, "0.31.0", Role.NON_ROOT, "0.33.0", True),
-        (CACHE_KUBECONFIG_FLAG, "0.33.0", Role.ROOT, "0.33.0", True),
-        (CACHE_KUBECONFIG_FLAG, "0.30.0", Role.NON_ROOT, "0.33.0", False),
+        (CACHE_KUBECONFIG_FLAG, "0.31.0", Role.NON_ROOT, "0.34.0", True),
+        (CACHE_KUBECONFIG_FLAG, "0.34.0", Role.ROOT, "0.34.0", True),
+        (CACHE_KUBECONFIG_FLAG, "0.30.0", Role.NON_ROOT, "0.34.0", False),
     ],
 )
 def test_flag_gates(flag: str, version: str, role: Role, release: str, expected: bool) -> None:
@@ -65,13 +68,13 @@ def test_flag_gates(flag: str, version: str, role: Role, release: str, expected:
 
 
 def test_ignores_root_shard_flag_follows_the_gate() -> None:
-    assert ignores_root_shard_flag(V("0.33.0"), V("0.33.0"))
-    assert not ignores_root_shard_flag(V("0.32.3"), V("0.33.0"))
+    assert ignores_root_shard_flag(V("0.34.0"), V("0.34.0"))
+    assert not ignores_root_shard_flag(V("0.32.3"), V("0.34.0"))
 
 
 def test_unknown_flag_is_an_error() -> None:
     with pytest.raises(KeyError):
-        flag_applies("--nope", V("0.33.0"), Role.ROOT, V("0.33.0"))
+        flag_applies("--nope", V("0.34.0"), Role.ROOT, V("0.34.0"))
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,7 @@ from ruamel.yaml.error import YAMLError
 
 from kcp_shard_operator import migrate, shardchart
 from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.versions import (
-    InvalidVersionError,
-    Version,
-)
+from kcp_shard_operator.versions import InvalidVersionError, Version, explain
 
 EXIT_OK = 0
 EXIT_WOULD_CHANGE = 1
@@ -33,11 +30,12 @@ STDIN = "-"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "migrate-values",
-        help="remove --root-shard-kubeconfig-file from Helm values and manifests",
+        help="remove deprecated kcp flags from Helm values and manifests",
         description=(
-            "Remove --root-shard-kubeconfig-file (and what only fed it) from YAML files, "
-            "keeping everything else byte for byte; or convert the deprecated kcp 'shard' "
-            "chart's values into a Shard manifest (--from-shard-chart)."
+            "Remove --root-shard-kubeconfig-file and the other flags kcp deprecated "
+            "(--explain lists them), and what only fed them, from YAML files, keeping "
+            "everything else byte for byte; or convert the deprecated kcp 'shard' chart's "
+            "values into a Shard manifest (--from-shard-chart)."
         ),
     )
     parser.add_argument("paths", nargs="*", metavar="PATH", help="YAML files; '-' reads stdin")
@@ -64,7 +62,12 @@ def register(subparsers: Any) -> None:
         "--name", help="with --from-shard-chart: the chart's full name (<release>-shard)"
     )
     parser.add_argument(
-        "--kcp-version", metavar="X.Y.Z", help="with --from-shard-chart: the kcp version"
+        "--kcp-version",
+        metavar="X.Y.Z",
+        help="the kcp version where a file states none that can be read (e.g. 'tag: main')",
+    )
+    parser.add_argument(
+        "--explain", action="store_true", help="print the table of deprecated flags and exit"
     )
     parser.set_defaults(handler=run)
 
@@ -76,6 +79,16 @@ def run(args: argparse.Namespace) -> int:
     except InvalidVersionError as exc:
         print(f"migrate-values: --root-shard-flag-removed-in: {exc}", file=err)
         return EXIT_ERROR
+    if args.explain:
+        sys.stdout.write(explain(release))
+        return EXIT_OK
+    kcp_version: Version | None = None
+    if args.kcp_version and not args.from_shard_chart:
+        try:
+            kcp_version = Version.parse(args.kcp_version.removeprefix("v"))
+        except InvalidVersionError as exc:
+            print(f"migrate-values: --kcp-version: {exc}", file=err)
+            return EXIT_ERROR
     if args.from_shard_chart:
         if args.paths:
             print("migrate-values: --from-shard-chart takes no other PATH", file=err)
@@ -85,9 +98,27 @@ def run(args: argparse.Namespace) -> int:
         print("migrate-values: give at least one PATH (or '-' for stdin)", file=err)
         return EXIT_ERROR
     status = EXIT_OK
+    stdout = _Stdout()
     for path in args.paths:
-        status = max(status, migrate_one(path, args, release))
+        status = max(status, migrate_one(path, args, release, kcp_version, stdout))
     return status
+
+
+class _Stdout:
+    """Standard output for several YAML files: each one a separate set of documents."""
+
+    def __init__(self) -> None:
+        self.last = ""
+
+    def write(self, text: str) -> None:
+        if self.last:
+            separator = "" if self.last.endswith("\n") else "\n"
+            if not text.startswith("---"):
+                separator += "---\n"
+            text = separator + text
+        if text:
+            _out().write(text.encode("utf-8"))
+            self.last = text
 
 
 def _out() -> BinaryIO:
@@ -105,8 +136,8 @@ def _read_bytes(path: str) -> bytes:
 
 
 def report_lines(name: str, result: migrate.MigrationResult) -> list[str]:
-    """Standard-error lines for one file: ``FILE:LINE: PATH: what``."""
-    lines = []
+    """Standard-error lines for one file: ``FILE:LINE: PATH: what``, each once."""
+    lines: list[str] = []
     for kind, findings in (
         ("", result.changes),
         ("no longer needed: ", result.unneeded),
@@ -115,11 +146,19 @@ def report_lines(name: str, result: migrate.MigrationResult) -> list[str]:
     ):
         for f in findings:
             where = f"{name}:{f.line}: {f.path}" if f.line else name
-            lines.append(f"{where}: {kind}{f.message}")
+            line = f"{where}: {kind}{f.message}"
+            if line not in lines:
+                lines.append(line)
     return lines
 
 
-def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
+def migrate_one(
+    path: str,
+    args: argparse.Namespace,
+    release: Version,
+    kcp_version: Version | None,
+    stdout: _Stdout,
+) -> int:
     """Migrate one file; returns its exit status."""
     name = "<stdin>" if path == STDIN else path
     try:
@@ -127,7 +166,9 @@ def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
     except (OSError, UnicodeDecodeError) as exc:
         print(f"{name}: error: cannot read: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    result = migrate.migrate_text(text, deprecating_release=release, prune_mounts=args.prune_mounts)
+    result = migrate.migrate_text(
+        text, deprecating_release=release, prune_mounts=args.prune_mounts, kcp_version=kcp_version
+    )
     for line in report_lines(name, result):
         print(line, file=sys.stderr)
     if result.errors:
@@ -144,7 +185,7 @@ def migrate_one(path: str, args: argparse.Namespace, release: Version) -> int:
                 print(f"{name}: error: cannot write: {exc}", file=sys.stderr)
                 return EXIT_ERROR
     elif not args.diff:
-        _out().write(result.text.encode("utf-8"))
+        stdout.write(result.text)
     return EXIT_OK
 
 
@@ -204,6 +245,8 @@ def convert_shard_chart(args: argparse.Namespace, release: Version) -> int:
     )
     for note in conversion.notes:
         print(f"{name}: note: {note}", file=sys.stderr)
+    for flag in conversion.unrendered:
+        print(f"{name}: not rendered: {flag}", file=sys.stderr)
     for setting in conversion.unmapped:
         print(f"{name}: not carried over: {setting}", file=sys.stderr)
     for error in conversion.errors:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,32 @@ def register(commands: Any) -> None:
     parser.set_defaults(handler=run)
 
 
+_NOT_A_STRING = re.compile(
+    r"^(?:[-+]?(?:\.[0-9]+|[0-9][0-9_]*(?:\.[0-9_]*)?)(?:[eE][-+]?[0-9]+)?"
+    r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN)|0o[0-7]+|0x[0-9a-fA-F]+"
+    r"|[Tt]rue|TRUE|[Ff]alse|FALSE|[Nn]ull|NULL|~|)$"
+)
+"""Plain scalars that YAML 1.2 readers (kubectl's among them) take for a number, bool or null."""
+
+
+class _Dumper(yaml.SafeDumper):
+    """Quotes every string another YAML reader could take for something else."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = '"' if _NOT_A_STRING.match(data) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _represent_str)
+
+
+def dump_all(documents: list[dict[str, Any]]) -> str:
+    """YAML that every reader parses back to ``documents``: a config hash of digits and
+    ``e`` (``5965445602761e04``) stays a string."""
+    return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False)
+
+
 def _read(path: Path) -> str:
     return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
 
@@ -55,13 +82,13 @@ def run(args: argparse.Namespace) -> int:
             continue
         for text in rendered.dropped_args:
             print(
-                f"note: Shard {shard.key}: dropped '{text}' from spec.extraArgs "
-                f"(kcp {shard.spec.version} ignores it)",
+                f"note: Shard {shard.key}: spec.extraArgs: '{text}': deprecated for kcp "
+                f"{shard.spec.version} (see migrate-values --explain)",
                 file=sys.stderr,
             )
         documents.extend(rendered.objects)
     if documents:
-        sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
+        sys.stdout.write(dump_all(documents))
     for problem in problems:
         print(f"error: {problem}", file=sys.stderr)
     return 2 if problems else 0

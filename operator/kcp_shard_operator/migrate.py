@@ -19,12 +19,18 @@ from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
+from kcp_shard_operator.flags import FlagOccurrence, find_flag
 from kcp_shard_operator.versions import (
+    FLAG_GATES,
     ROOT_SHARD_KUBECONFIG_FLAG,
+    FlagGate,
     InvalidVersionError,
     Version,
+    at_least,
+    gate_bounds,
     ignores_root_shard_flag,
 )
 
@@ -42,6 +48,18 @@ MERGE_TAG = "tag:yaml.org,2002:merge"
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
 Segment = str | int
+DEPRECATED_GATES = tuple(gate for gate in FLAG_GATES if gate.deprecated)
+
+
+@dataclass(frozen=True)
+class _Unknown:
+    """A kcp version stated in a form that cannot be compared (``tag: main``)."""
+
+    text: str
+
+
+Stated = Version | _Unknown | None
+"""What a file says about a kcp version: one, an unreadable one, or nothing."""
 
 
 @dataclass(frozen=True)
@@ -93,21 +111,29 @@ class _Plan:
 
     seq_removals: dict[int, tuple[SequenceNode, set[int]]] = field(default_factory=dict)
     pair_removals: dict[int, tuple[MappingNode, set[int]]] = field(default_factory=dict)
-    skipped: set[int] = field(default_factory=set)
+    skipped: set[tuple[int, int]] = field(default_factory=set)
+    """Removed entries as (id of the list or mapping, index)."""
+    removed_nodes: set[int] = field(default_factory=set)
+    """Nodes removed where they are written (not through an alias)."""
+    renames: dict[int, tuple[ScalarNode, str, str]] = field(default_factory=dict)
+    """Scalars whose flag name is rewritten: node, old name as written, new name."""
     changes: list[Finding] = field(default_factory=list)
     unneeded: list[Finding] = field(default_factory=list)
     warnings: list[Finding] = field(default_factory=list)
     errors: list[Finding] = field(default_factory=list)
 
-    def remove_items(self, seq: SequenceNode, indices: set[int]) -> None:
+    def remove_items(self, seq: SequenceNode, indices: set[int], aliased: set[int]) -> None:
+        """Remove items of ``seq``; those at ``aliased`` are alias uses, not the nodes."""
         entry = self.seq_removals.setdefault(id(seq), (seq, set()))
         entry[1].update(indices)
-        self.skipped.update(id(seq.value[i]) for i in indices)
+        self.skipped.update((id(seq), i) for i in indices)
+        self.removed_nodes.update(id(seq.value[i]) for i in indices - aliased)
 
     def remove_pair(self, mapping: MappingNode, index: int) -> None:
         entry = self.pair_removals.setdefault(id(mapping), (mapping, set()))
         entry[1].add(index)
-        self.skipped.add(id(mapping.value[index][0]))
+        self.skipped.add((id(mapping), index))
+        self.removed_nodes.add(id(mapping.value[index][0]))
 
 
 def format_path(path: tuple[Segment, ...]) -> str:
@@ -227,27 +253,32 @@ def _children(node: Node) -> list[Node]:
     return []
 
 
-def _flag_value(item: Node) -> str | None:
-    """The PATH of ``--root-shard-kubeconfig-file=PATH``, '' for the bare flag, else None."""
-    value = _scalar(item)
-    if value is None:
-        return None
-    if value == FLAG:
-        return ""
-    if value.startswith(FLAG + "="):
-        return value[len(FLAG) + 1 :]
+def _deprecated_in(value: str) -> str | None:
+    """The first deprecated flag written inside ``value``, if any."""
+    for gate in DEPRECATED_GATES:
+        if gate.flag in value:
+            return gate.flag
     return None
 
 
 class _Migration:
-    def __init__(self, text: str, deprecating_release: Version, prune_mounts: bool) -> None:
+    def __init__(
+        self,
+        text: str,
+        deprecating_release: Version,
+        prune_mounts: bool,
+        kcp_version: Version | None,
+    ) -> None:
         self.src = _Source(text)
         self.release = deprecating_release
         self.prune = prune_mounts
+        self.kcp_version = kcp_version
         self.plan = _Plan()
         self.docs: list[Node] = []
         self.ends: list[int] = []
-        self.shard_specs: dict[int, Version | None] = {}
+        self.aliases: list[tuple[int, int, str]] = []
+        """Every alias use in the text: start, end, anchor name (in text order)."""
+        self.shard_specs: dict[int, Stated] = {}
         self.key_of: dict[int, Node] = {}
         self.mounts: dict[int, list[_Visit]] = {}
         self.volumes: dict[int, list[_Visit]] = {}
@@ -294,16 +325,17 @@ class _Migration:
             index.setdefault(id(ancestor), []).append(visit)
 
     def _stray_flag(self, visit: _Visit) -> None:
+        flag = _deprecated_in(visit.node.value)
         parent = visit.ancestors[-1] if visit.ancestors else None
-        if FLAG not in visit.node.value or (
-            isinstance(parent, SequenceNode) and _flag_value(visit.node) is not None
+        if flag is None or (
+            isinstance(parent, SequenceNode) and find_flag([visit.node.value], flag)
         ):
             return
         self.plan.warnings.append(
             self.find(
                 visit.node,
                 visit.path,
-                f"{FLAG} appears inside a string, not as a list item; left as is, edit it by hand",
+                f"{flag} appears inside a string, not as a list item; left as is, edit it by hand",
             )
         )
 
@@ -325,13 +357,13 @@ class _Migration:
                 self._shard_spec(spec, (*visit.path, "spec"))
 
     def _shard_spec(self, spec: MappingNode, path: tuple[Segment, ...]) -> None:
-        version_node = _get(spec, "version")
+        version_text = _scalar(_get(spec, "version")) or ""
         version: Version | None = None
         try:
-            version = Version.parse(_scalar(version_node) or "")
+            version = Version.parse(version_text)
         except InvalidVersionError:
             version = None
-        self.shard_specs[id(spec)] = version
+        self.shard_specs[id(spec)] = version or _Unknown(version_text)
         if _get(spec, "rootShardRef") is not None and not isinstance(
             _get(_get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
         ):
@@ -419,63 +451,100 @@ class _Migration:
             )
         )
 
-    def _context_version(self, ancestors: tuple[Node, ...]) -> Version | None:
-        """The kcp version of the nearest enclosing shard or kcp container, if stated."""
+    def _stated_tag(self, node: Node) -> Stated:
+        key = self.key_of.get(id(node))
+        tag = _image_tag(node, kcp_values=_scalar(key) == "kcp")
+        if not tag:
+            return None
+        try:
+            return Version.parse(tag.removeprefix("v"))
+        except InvalidVersionError:
+            return _Unknown(tag)
+
+    def _context_version(self, ancestors: tuple[Node, ...]) -> Stated:
+        """The kcp version of the nearest enclosing shard or kcp container.
+
+        What the file states wins; ``--kcp-version`` stands in where it states
+        nothing or something that is not a version.
+        """
+        stated: Stated = None
         for node in reversed(ancestors):
-            if id(node) in self.shard_specs:
-                return self.shard_specs[id(node)]
-            tag = _image_tag(node)
-            if tag:
-                try:
-                    return Version.parse(tag.removeprefix("v"))
-                except InvalidVersionError:
-                    return None
-        return None
+            stated = self.shard_specs.get(id(node)) or self._stated_tag(node)
+            if stated is not None:
+                break
+        if isinstance(stated, Version) or self.kcp_version is None:
+            return stated
+        return self.kcp_version
 
     def _arg_list(self, visit: _Visit) -> None:
         seq = visit.node
         assert isinstance(seq, SequenceNode)
-        removed: dict[int, str] = {}
-        i = 0
-        while i < len(seq.value):
-            value = _flag_value(seq.value[i])
-            if value is None:
-                i += 1
-                continue
-            if value == "" and i + 1 < len(seq.value) and _scalar(seq.value[i + 1]) is not None:
-                removed[i] = _scalar(seq.value[i + 1]) or ""
-                removed[i + 1] = ""
-                i += 2
-            else:
-                removed[i] = value
-                i += 1
-        if not removed:
+        values = [_scalar(item) for item in seq.value]
+        found = [(gate, occ) for gate in DEPRECATED_GATES for occ in find_flag(values, gate.flag)]
+        if not found:
             return
         version = self._context_version((*visit.ancestors, seq))
-        if version is not None and not ignores_root_shard_flag(version, self.release):
-            first = min(removed)
-            self.plan.warnings.append(
-                self.find(
-                    seq.value[first],
-                    (*visit.path, first),
-                    f"kept: kcp {version} still uses {FLAG} (it is ignored from {self.release} on)",
+        for gate, occ in found:
+            item = seq.value[occ.index]
+            path = (*visit.path, occ.index)
+            _, until = gate_bounds(gate, self.release)
+            if isinstance(version, _Unknown):
+                self.plan.warnings.append(
+                    self.find(
+                        item,
+                        path,
+                        f"kept {gate.flag}: cannot tell the kcp version from {version.text!r}; "
+                        f"pass --kcp-version X.Y.Z (kcp ignores the flag from {until} on)",
+                    )
                 )
-            )
-            return
-        self.plan.remove_items(seq, set(removed))
-        for index in sorted(removed):
-            item = seq.value[index]
-            raw = _scalar(item) or ""
-            if raw != FLAG and _flag_value(item) is None:
-                continue
-            shown = f"{FLAG} {removed[index]}" if raw == FLAG else raw
-            if raw == FLAG and index + 1 not in removed:
-                shown = f"{FLAG} (no value followed it)"
-            self.plan.changes.append(
-                self.find(item, (*visit.path, index), f"removed {shown.rstrip()}")
-            )
-            if removed[index]:
-                self._mounts_for(removed[index], visit)
+            elif version is not None and until is not None and not at_least(version, until):
+                self.plan.warnings.append(
+                    self.find(
+                        item,
+                        path,
+                        f"kept: kcp {version} still uses {gate.flag} "
+                        f"(it is ignored from {until} on)",
+                    )
+                )
+            elif gate.still_read:
+                if not find_flag(values, gate.replacement or gate.flag):
+                    self.plan.warnings.append(
+                        self.find(
+                            item,
+                            path,
+                            f"kept {gate.flag}: deprecated from {until} on; {gate.why}",
+                        )
+                    )
+            elif gate.same_value and gate.replacement and not find_flag(values, gate.replacement):
+                self._rename(item, gate, path)
+            else:
+                self._remove_flag(seq, occ, gate, visit)
+
+    def _rename(self, item: Node, gate: FlagGate, path: tuple[Segment, ...]) -> None:
+        assert isinstance(item, ScalarNode)
+        assert gate.replacement
+        written = item.value.partition("=")[0]
+        self.plan.renames[id(item)] = (item, written, gate.replacement)
+        self.plan.changes.append(
+            self.find(item, path, f"renamed {written} to {gate.replacement} ({gate.why})")
+        )
+
+    def _remove_flag(
+        self, seq: SequenceNode, occ: FlagOccurrence, gate: FlagGate, visit: _Visit
+    ) -> None:
+        indices = set(range(occ.index, occ.index + occ.length))
+        aliased = {i for i in indices if self.is_alias_use(seq, i)}
+        self.plan.remove_items(seq, indices, aliased)
+        shown = occ.text
+        if occ.length == 1 and occ.value is None:
+            shown += " (no value followed it)"
+        if gate.replacement:
+            shown += f" (kcp ignores it; {gate.replacement} replaces it)"
+        self.plan.changes.append(
+            self.find(seq.value[occ.index], (*visit.path, occ.index), f"removed {shown}")
+        )
+        if occ.value:
+            self._mounts_for(occ.value, visit)
 
     def _mounts_for(self, path: str, visit: _Visit) -> None:
         """Report (or prune) the volumeMount and volume that held the removed kubeconfig."""
@@ -489,7 +558,7 @@ class _Migration:
             still_used = any(
                 isinstance(n, ScalarNode)
                 and n is not mount_path_node
-                and id(n) not in self.plan.skipped
+                and id(n) not in self.plan.removed_nodes
                 and _refers_to(n.value, mount_path)
                 for n in _subtree(visit.ancestors[level])
             )
@@ -527,9 +596,9 @@ class _Migration:
         parent = visit.ancestors[-1] if visit.ancestors else None
         if self.prune and isinstance(parent, SequenceNode):
             index = next(i for i, n in enumerate(parent.value) if n is visit.node)
-            if id(visit.node) in self.plan.skipped:
+            if id(visit.node) in self.plan.removed_nodes:
                 return
-            self.plan.remove_items(parent, {index})
+            self.plan.remove_items(parent, {index}, set())
             self.plan.changes.append(
                 self.find(visit.node, visit.path, f"removed {what}: it only served {FLAG}")
             )
@@ -581,16 +650,43 @@ class _Migration:
             end = self.src.next_line_start(last_end)
         return self.comments_above(line_start, first - line_start), end
 
-    def block_item_span(self, item: Node) -> tuple[int, int]:
+    def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
+        return self.item_spans(seq)[index][2]
+
+    def item_spans(self, seq: SequenceNode) -> list[tuple[int, int, bool]]:
+        """Where each item of ``seq`` is written, and whether it is an alias use (``*name``).
+
+        An alias use shares its node with the anchored one, whose marks point at the
+        anchor; its own text is the next alias in the text after the previous item.
+        """
+        spans: list[tuple[int, int, bool]] = []
+        pos = seq.start_mark.index
+        for item in seq.value:
+            start = item.start_mark.index
+            if start >= pos:
+                end = _content_end(item)
+                spans.append((start, end, False))
+            else:
+                start, end = next(
+                    ((a, b) for a, b, _ in self.aliases if a >= pos),
+                    (start, start),
+                )
+                if start == end:
+                    raise RefuseError(
+                        f"line {self.src.line_no(pos)}: cannot find where an alias is written"
+                    )
+                spans.append((start, end, True))
+            pos = max(pos, end)
+        return spans
+
+    def block_item_span(self, start: int, content_end: int) -> tuple[int, int]:
         text = self.src.text
-        j = item.start_mark.index - 1
+        j = start - 1
         while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
             j -= 1
         if j < 0 or text[j] != "-":
-            raise RefuseError(
-                f"line {self.src.line_no(item.start_mark.index)}: cannot find the list item's '-'"
-            )
-        span = self.whole_lines(j, _content_end(item))
+            raise RefuseError(f"line {self.src.line_no(start)}: cannot find the list item's '-'")
+        span = self.whole_lines(j, content_end)
         if span is None:
             raise RefuseError(
                 f"line {self.src.line_no(j)}: the list item shares a line with other content "
@@ -599,10 +695,10 @@ class _Migration:
         return span
 
     def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[_Edit]:
+        entries = [(start, end) for start, end, _ in self.item_spans(seq)]
         if seq.flow_style:
-            entries = [(n.start_mark.index, _content_end(n)) for n in seq.value]
             return self.flow_edits(seq, entries, indices)
-        edits = [_Edit(*self.block_item_span(seq.value[i])) for i in sorted(indices)]
+        edits = [_Edit(*self.block_item_span(*entries[i])) for i in sorted(indices)]
         if len(indices) == len(seq.value):
             edits.append(_Edit(*self.empty_marker(seq, "[]")))
         return edits
@@ -713,8 +809,42 @@ class _Migration:
                 )
         return edits
 
+    def rename_edit(self, node: ScalarNode, written: str, replacement: str) -> _Edit:
+        start = node.start_mark.index
+        at = self.src.text.find(written, start, node.end_mark.index)
+        if at < 0:
+            raise RefuseError(
+                f"line {self.src.line_no(start)}: cannot find {written} where the parser put it"
+            )
+        return _Edit(at, at + len(written), replacement)
+
+    def check_anchors(self) -> None:
+        """Refuse to remove an anchor that an alias left in place still uses."""
+        removed: list[tuple[int, int]] = []
+        anchored: list[tuple[int, str]] = []
+        for seq, indices in self.plan.seq_removals.values():
+            spans = self.item_spans(seq)
+            for i in indices:
+                start, end, alias = spans[i]
+                removed.append((start, end))
+                if not alias:
+                    anchored += [
+                        (n.start_mark.index, n.anchor)
+                        for n in _subtree(seq.value[i])
+                        if getattr(n, "anchor", None) and start <= n.start_mark.index <= end
+                    ]
+        for at, anchor in anchored:
+            for use, _, name in self.aliases:
+                if name == anchor and not any(a <= use <= b for a, b in removed):
+                    raise RefuseError(
+                        f"line {self.src.line_no(at)}: the item to remove carries the anchor "
+                        f"&{anchor}, which *{anchor} on line {self.src.line_no(use)} still "
+                        f"uses; write the value there instead of *{anchor}, then run again"
+                    )
+
     def edits(self) -> list[_Edit]:
-        out: list[_Edit] = []
+        self.check_anchors()
+        out: list[_Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
         for seq, indices in self.plan.seq_removals.values():
             out.extend(self.seq_edits(seq, indices))
         for mapping, indices in self.plan.pair_removals.values():
@@ -722,9 +852,15 @@ class _Migration:
         return out
 
 
-def _image_tag(node: Node) -> str | None:
-    """The kcp image tag stated on ``node``: ``image: .../kcp:TAG``, ``image: {tag}``, ``tag``."""
+def _image_tag(node: Node, kcp_values: bool = False) -> str | None:
+    """The kcp image tag stated on ``node``: ``image: .../kcp:TAG``, ``image: {tag}``, ``tag``.
+
+    ``kcp_values``: ``node`` is the ``kcp:`` block of chart values, whose ``tag`` alone
+    states the version (the image defaults to kcp's).
+    """
     image = _get(node, "image")
+    if image is None and kcp_values:
+        return _scalar(_get(node, "tag"))
     if isinstance(image, MappingNode):
         return _scalar(_get(image, "tag"))
     reference = _scalar(image)
@@ -805,33 +941,47 @@ def _apply(text: str, edits: list[_Edit]) -> str:
     return "".join(out)
 
 
-def _signature(node: Node, skip: set[int], memo: dict[int, object], depth: int = 0) -> object:
-    """A comparable, style-free view of a node tree, leaving out nodes in ``skip``."""
+@dataclass
+class _Expected:
+    """How the edited documents should differ: entries left out, flag names changed."""
+
+    skip: set[tuple[int, int]] = field(default_factory=set)
+    renames: dict[int, str] = field(default_factory=dict)
+    memo: dict[int, object] = field(default_factory=dict)
+
+
+def _signature(node: Node, expected: _Expected, depth: int = 0) -> object:
+    """A comparable, style-free view of a node tree as ``expected`` says it should become."""
     if depth > 200:
         raise RefuseError("document nests too deeply (or is recursive)")
     key = id(node)
-    if key in memo:
-        return memo[key]
+    if key in expected.memo:
+        return expected.memo[key]
+    skip = expected.skip
     sig: object
     if isinstance(node, ScalarNode):
-        sig = ("scalar", node.tag, node.value)
+        sig = ("scalar", node.tag, expected.renames.get(key, node.value))
     elif isinstance(node, SequenceNode):
         sig = (
             "seq",
             node.tag,
-            tuple(_signature(n, skip, memo, depth + 1) for n in node.value if id(n) not in skip),
+            tuple(
+                _signature(n, expected, depth + 1)
+                for i, n in enumerate(node.value)
+                if (key, i) not in skip
+            ),
         )
     else:
         sig = (
             "map",
             node.tag,
             tuple(
-                (_signature(k, skip, memo, depth + 1), _signature(v, skip, memo, depth + 1))
-                for k, v in node.value
-                if id(k) not in skip
+                (_signature(k, expected, depth + 1), _signature(v, expected, depth + 1))
+                for i, (k, v) in enumerate(node.value)
+                if (key, i) not in skip
             ),
         )
-    memo[key] = sig
+    expected.memo[key] = sig
     return sig
 
 
@@ -860,12 +1010,21 @@ def _check_unique_keys(mapping: MappingNode) -> None:
 
 
 def migrate_text(
-    text: str, *, deprecating_release: Version, prune_mounts: bool = False
+    text: str,
+    *,
+    deprecating_release: Version,
+    prune_mounts: bool = False,
+    kcp_version: Version | None = None,
 ) -> MigrationResult:
-    """Remove the deprecated flag (and what only fed it) from one YAML stream."""
-    migration = _Migration(text, deprecating_release, prune_mounts)
+    """Remove or rename deprecated flags (and what only fed them) in one YAML stream.
+
+    ``kcp_version`` is the version to assume where the file states none it can be
+    compared with. A file with errors is not rewritten and reports no changes.
+    """
+    migration = _Migration(text, deprecating_release, prune_mounts, kcp_version)
     try:
         migration.docs = parse(text)
+        migration.aliases = _alias_uses(text)
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -875,37 +1034,47 @@ def migrate_text(
         )
     migration.collect()
     plan = migration.plan
-    result = MigrationResult(
-        original=text,
-        text=text,
-        changes=tuple(sorted(plan.changes, key=lambda f: f.line)),
-        unneeded=tuple(sorted(plan.unneeded, key=lambda f: f.line)),
-        warnings=tuple(sorted(plan.warnings, key=lambda f: f.line)),
-        errors=tuple(plan.errors),
+    kept = (
+        tuple(sorted(plan.unneeded, key=lambda f: f.line)),
+        tuple(sorted(plan.warnings, key=lambda f: f.line)),
     )
-    if not plan.changes:
-        return result
+    if plan.errors:
+        return MigrationResult(text, text, (), *kept, tuple(plan.errors))
+    changes = tuple(sorted(plan.changes, key=lambda f: f.line))
+    if not changes:
+        return MigrationResult(text, text, (), *kept)
     try:
         check_positions(text, migration.docs)
         new_text = _apply(text, migration.edits())
-        _verify(migration.docs, new_text, plan.skipped)
+        renames = {
+            key: replacement + node.value[len(written) :]
+            for key, (node, written, replacement) in plan.renames.items()
+        }
+        _verify(migration.docs, new_text, _Expected(plan.skipped, renames))
     except RefuseError as err:
         refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
-        return MigrationResult(
-            text, text, result.changes, result.unneeded, result.warnings, (*result.errors, refusal)
-        )
-    return MigrationResult(
-        text, new_text, result.changes, result.unneeded, result.warnings, result.errors
-    )
+        return MigrationResult(text, text, (), *kept, (refusal,))
+    return MigrationResult(text, new_text, changes, *kept)
 
 
-def _verify(old_docs: list[Node], new_text: str, skipped: set[int]) -> None:
-    """The rewritten text must parse to the original documents minus the removed nodes."""
+def _alias_uses(text: str) -> list[tuple[int, int, str]]:
+    """Start, end and anchor of every alias use (``*name``), in text order."""
+    if "*" not in text:
+        return []
+    return [
+        (event.start_mark.index, event.end_mark.index, event.anchor)
+        for event in YAML(typ="safe", pure=True).parse(text)
+        if isinstance(event, AliasEvent)
+    ]
+
+
+def _verify(old_docs: list[Node], new_text: str, expected: _Expected) -> None:
+    """The rewritten text must parse to the original documents as ``expected`` changes them."""
     try:
         new_docs = parse(new_text)
     except YAMLError as err:
         raise RefuseError(f"the edited text would not parse ({err})") from err
-    expected = [_signature(d, skipped, {}) for d in old_docs]
-    actual = [_signature(d, set(), {}) for d in new_docs]
-    if expected != actual:
+    want = [_signature(d, expected) for d in old_docs]
+    actual = [_signature(d, _Expected()) for d in new_docs]
+    if want != actual:
         raise RefuseError("the edited text would differ in more than the removed entries")

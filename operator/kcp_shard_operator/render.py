@@ -12,15 +12,22 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
-from kcp_shard_operator.flags import without_flag
+from kcp_shard_operator.flags import flag_name, retire
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.spec import LocalObjectRef, SecretKeyRef, Shard, missing_root_kubeconfig
+from kcp_shard_operator.spec import (
+    CASecretKeyRef,
+    LocalObjectRef,
+    SecretKeyRef,
+    Shard,
+    missing_root_kubeconfig,
+)
 from kcp_shard_operator.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
     Role,
     Version,
     flag_applies,
+    retired_flags,
 )
 
 PORT = 6443
@@ -60,16 +67,17 @@ def labels(shard: Shard, root_name: str | None) -> dict[str, str]:
         "app.kubernetes.io/component": "root-shard" if shard.spec.is_root else "shard",
         "app.kubernetes.io/part-of": "kcp",
         "app.kubernetes.io/managed-by": FIELD_MANAGER,
-        "app.kubernetes.io/version": version_label(shard.spec.version),
+        "app.kubernetes.io/version": version_label(shard.spec.kcp_version),
     }
     if root_name:
         result[ROOT_SHARD_LABEL] = root_name
     return result
 
 
-def version_label(version: str) -> str:
-    """``version`` as a label value: build metadata's ``+`` is not allowed there."""
-    return version.replace("+", "_").rstrip("-_.")
+def version_label(version: Version) -> str:
+    """``version`` as a label value: without build metadata (``+`` is not allowed there)
+    and without a trailing ``-`` (a pre-release may end in one, a label value may not)."""
+    return str(version).rstrip("-")
 
 
 def service_url(shard: Shard) -> str:
@@ -119,6 +127,18 @@ class _Pod:
         self.mount_secret(volume, ref.name, directory, None)
         return directory
 
+    def ca_file(self, volume: str, ref: CASecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "ca.crt"}])
+        return f"{directory}/ca.crt"
+
+
+REQUEST_HEADER_FLAGS = (
+    "--requestheader-username-headers=X-Remote-User",
+    "--requestheader-group-headers=X-Remote-Group",
+    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+)
+"""The headers kcp's front-proxy sets on the requests it forwards."""
+
 
 def _kcp_flags(
     shard: Shard, root_name: str | None, deprecating_release: Version
@@ -165,6 +185,36 @@ def _kcp_flags(
             f"--service-account-key-file={sa_dir}/tls.key",
             f"--service-account-private-key-file={sa_dir}/tls.key",
         ]
+    if tls.request_header_client_ca_secret_ref:
+        path = pod.ca_file(
+            "requestheader-client-ca",
+            tls.request_header_client_ca_secret_ref,
+            "/etc/kcp/tls/requestheader-client-ca",
+        )
+        args += [f"--requestheader-client-ca-file={path}", *REQUEST_HEADER_FLAGS]
+    if tls.shard_client_cert_secret_ref:
+        client = pod.secret_dir(
+            "shard-client-cert", tls.shard_client_cert_secret_ref, "/etc/kcp/tls/shard-client"
+        )
+        args += [
+            f"--shard-client-cert-file={client}/tls.crt",
+            f"--shard-client-key-file={client}/tls.key",
+        ]
+    if tls.root_ca_secret_ref:
+        path = pod.ca_file("root-ca", tls.root_ca_secret_ref, "/etc/kcp/tls/root-ca")
+        args.append(f"--root-ca-file={path}")
+    lca_ref = spec.logical_cluster_admin_kubeconfig_secret_ref
+    if lca_ref:
+        path = pod.kubeconfig("logical-cluster-admin", lca_ref, "/etc/kcp/logical-cluster-admin")
+        args.append(f"--logical-cluster-admin-kubeconfig={path}")
+    external_lca_ref = spec.external_logical_cluster_admin_kubeconfig_secret_ref
+    if external_lca_ref:
+        path = pod.kubeconfig(
+            "external-logical-cluster-admin",
+            external_lca_ref,
+            "/etc/kcp/external-logical-cluster-admin",
+        )
+        args.append(f"--external-logical-cluster-admin-kubeconfig={path}")
     cache_ref = spec.cache.kubeconfig_secret_ref
     if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
         path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
@@ -176,11 +226,9 @@ def _kcp_flags(
             raise missing_root_kubeconfig(version, deprecating_release)
         path = pod.kubeconfig("root-shard-kubeconfig", root_ref, "/etc/kcp/root-shard")
         args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
-        extra, dropped = list(spec.extra_args), list[str]()
-    else:
-        if root_ref is not None:
-            unused.append("spec.rootShardKubeconfigSecretRef")
-        extra, dropped = without_flag(spec.extra_args, ROOT_SHARD_KUBECONFIG_FLAG)
+    elif root_ref is not None:
+        unused.append("spec.rootShardKubeconfigSecretRef")
+    extra, dropped = retire(spec.extra_args, retired_flags(version, role, deprecating_release))
     _refuse_overrides(args, extra)
     args += extra
     return pod, dropped, unused
@@ -196,16 +244,15 @@ def _revisions_digest(names: list[str], revisions: Mapping[str, str]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def _flag_name(arg: str) -> str | None:
-    return arg.split("=", 1)[0] if arg.startswith("--") else None
-
-
 def _refuse_overrides(rendered: list[str], extra: list[str]) -> None:
-    """kcp would see both values of a flag given twice; say which spec field sets it."""
-    owned = {_flag_name(arg) for arg in rendered}
+    """kcp would see both values of a flag given twice; say which spec field sets it.
+
+    Names are compared as kcp's parser compares them (``_`` equals ``-``).
+    """
+    owned = {flag_name(arg) for arg in rendered}
     for index, arg in enumerate(extra):
-        name = _flag_name(arg)
-        if name in owned and name != ROOT_SHARD_KUBECONFIG_FLAG:
+        name = flag_name(arg)
+        if name in owned:
             raise SpecError(
                 f"spec.extraArgs[{index}]",
                 f"{name} is rendered by the operator from the Shard's spec; set it there instead",

@@ -1,24 +1,30 @@
 """Values of kcp-dev/helm-charts' deprecated ``shard`` chart (0.0.x) -> a ``Shard`` manifest.
 
+The chart's default values are merged under the user's first, as ``helm`` does.
 Object names follow the chart's templates (``kcp.fullname``, ``cache.fullname``,
 ``certificates.kcp``), so the Shard references the Secrets the chart's
-cert-manager Certificates already maintain. The chart's
-``--root-shard-kubeconfig-file`` has no counterpart: the operator passes it
-itself, and only to kcp versions that still use it.
+cert-manager Certificates already maintain. Every flag the chart's Deployment
+template sets is one row of ``TEMPLATE_FLAGS``: carried over to a Shard field or
+``extraArgs``, or reported as not rendered, with what to do instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import copy
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.flags import retire, without_flag
 from kcp_shard_operator.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
     InvalidVersionError,
+    Role,
     Version,
+    gate_for,
     ignores_root_shard_flag,
+    retired_flags,
 )
 
 SHARD_API_VERSION = "kcpshard.dev/v1alpha1"
@@ -26,6 +32,69 @@ CHART_NAME = "shard"
 DEFAULT_NAME = "kcp-shard"
 DEFAULT_IMAGE = "ghcr.io/kcp-dev/kcp"
 CHART_ETCD_PORT = 2379
+CHART_REPLICAS = 1
+"""The chart's Deployment runs one pod (``replicas: 1``, strategy ``Recreate``)."""
+
+CHART_DEFAULTS: Mapping[str, Any] = {
+    "global": {"imagePullSecrets": []},
+    "externalHostname": "",
+    "etcd": {
+        "enabled": True,
+        "image": "quay.io/coreos/etcd",
+        "tag": "v3.5.4",
+        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "20Gi"}},
+        "volumeSize": "8Gi",
+        "profiling": {"enabled": False},
+    },
+    "kcp": {
+        "enabled": True,
+        "sharding": {"enabled": False, "isRoot": True, "rootShardInternalHostname": ""},
+        "image": DEFAULT_IMAGE,
+        "tag": "",
+        "pullPolicy": "IfNotPresent",
+        "v": "3",
+        "logicalClusterAdminFlag": True,
+        "externalLogicalClusterAdminFlag": True,
+        "batteries": ["workspace-types"],
+        "resources": {
+            "requests": {"memory": "512Mi", "cpu": "100m"},
+            "limits": {"memory": "20Gi"},
+        },
+        "volumeClassName": "",
+        "etcd": {"serverAddress": "", "clientCertificate": {"issuer": "", "commonName": "root"}},
+        "volumeSize": "1Gi",
+        "extraFlags": [],
+        "profiling": {"enabled": False, "port": 6060},
+        "tokenAuth": {"enabled": False, "fileName": "auth-token.csv"},
+        "hostAliases": {"enabled": False},
+        "homeWorkspaces": {"enabled": False},
+        "securityContext": {"fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
+        "extraVolumes": [],
+        "extraVolumeMounts": [],
+    },
+    "kcpFrontProxy": {"service": {"annotations": {}, "type": "ClusterIP"}},
+    "authentication": {"configMapRef": {"name": ""}},
+    "oidc": {"enabled": False, "caSecretName": "", "caSecretKeyName": "tls.crt"},
+    "audit": {"enabled": False},
+    "caBundle": {"enabled": False, "configMapName": "", "configMapKey": ""},
+    "cache": {"enabled": False},
+    "externalCache": {"enabled": False},
+    "certificates": {"name": "certs"},
+    "sharding": {"enabled": False, "isRoot": True, "rootShardInternalHostname": ""},
+}
+"""The chart's ``values.yaml`` (what the converter reads, and the defaults around it)."""
+
+
+def with_defaults(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
+    """``values`` over ``defaults`` as helm merges them: maps deeply, anything else replaced."""
+    merged = copy.deepcopy(dict(defaults))
+    for key, value in values.items():
+        base = merged.get(key)
+        if isinstance(base, Mapping) and isinstance(value, Mapping):
+            merged[key] = with_defaults(value, base)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
 
 
 @dataclass(frozen=True)
@@ -36,6 +105,8 @@ class Conversion:
     unmapped: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    unrendered: tuple[str, ...] = ()
+    """Flags the chart's template sets that the Shard will not render, with what to do."""
 
 
 @dataclass
@@ -58,6 +129,9 @@ class _Values:
                 return default
             node = node[part]
         return default if node is None else node
+
+    def on(self, path: str) -> bool:
+        return _flag(self.peek(path))
 
     def is_used(self, path: str) -> bool:
         return any(path == u or path.startswith(u + ".") for u in self.used)
@@ -85,20 +159,6 @@ def _root_name(hostname: str) -> str:
     return label.removesuffix("-internal")
 
 
-def without_root_shard_flag(args: list[str]) -> list[str]:
-    """``args`` without the flag, in both its ``--flag=PATH`` and ``--flag PATH`` forms."""
-    out: list[str] = []
-    skip = False
-    for arg in args:
-        if skip:
-            skip = False
-        elif arg == ROOT_SHARD_KUBECONFIG_FLAG:
-            skip = True
-        elif not arg.startswith(ROOT_SHARD_KUBECONFIG_FLAG + "="):
-            out.append(arg)
-    return out
-
-
 _OIDC_FLAGS = (
     ("issuerUrl", "--oidc-issuer-url"),
     ("clientId", "--oidc-client-id"),
@@ -110,14 +170,188 @@ _OIDC_FLAGS = (
 
 
 def _oidc_flags(v: _Values) -> list[str]:
-    """The chart's OIDC flags; its CA file needs a mount the Shard has no place for."""
+    """The chart's OIDC flags, all six as it renders them (empty when unset)."""
     if v.peek("authentication.configMapRef.name") or not _flag(v.get("oidc.enabled")):
         return []
-    return [
-        f"{flag}={v.get(f'oidc.{key}')}"
-        for key, flag in _OIDC_FLAGS
-        if v.get(f"oidc.{key}") is not None
-    ]
+    return [f"{flag}={v.get(f'oidc.{key}', '')}" for key, flag in _OIDC_FLAGS]
+
+
+def _external_etcd(v: _Values) -> bool:
+    return str(v.peek("kcp.etcd.serverAddress", "")) != "embedded"
+
+
+def _sharding(v: _Values) -> bool:
+    return v.on("sharding.enabled")
+
+
+def _non_root(v: _Values) -> bool:
+    return _sharding(v) and not _flag(v.peek("sharding.isRoot", True))
+
+
+def _cache(v: _Values) -> bool:
+    return v.on("cache.enabled") or v.on("externalCache.enabled")
+
+
+@dataclass(frozen=True)
+class TemplateFlag:
+    """A flag the chart's Deployment template sets when ``when`` holds for the values.
+
+    ``carried`` names where the Shard renders it (a spec field or ``extraArgs``);
+    ``None`` means the Shard does not render it and ``advice`` says what to do.
+    """
+
+    flags: tuple[str, ...]
+    when: Callable[[_Values], bool]
+    carried: str | None
+    advice: str = ""
+    values: tuple[str, ...] = ()
+    """Values that only drive these flags: reported with them, not one by one."""
+
+
+def _always(_: _Values) -> bool:
+    return True
+
+
+TEMPLATE_FLAGS: tuple[TemplateFlag, ...] = (
+    TemplateFlag(("--shard-name",), _non_root, "metadata.name"),
+    TemplateFlag((ROOT_SHARD_KUBECONFIG_FLAG,), _non_root, "spec.rootShardKubeconfigSecretRef"),
+    TemplateFlag(
+        ("--shard-client-cert-file", "--shard-client-key-file"),
+        _sharding,
+        "spec.tls.shardClientCertSecretRef",
+    ),
+    TemplateFlag(
+        ("--etcd-servers",),
+        lambda v: bool(v.peek("kcp.etcd.serverAddress")) or v.on("etcd.enabled"),
+        "spec.etcd.endpoints",
+    ),
+    TemplateFlag(
+        ("--etcd-keyfile", "--etcd-certfile", "--etcd-cafile"),
+        _external_etcd,
+        "spec.etcd.tlsSecretRef",
+    ),
+    TemplateFlag(("--client-ca-file",), _always, "spec.tls.clientCASecretRef"),
+    TemplateFlag(
+        ("--tls-private-key-file", "--tls-cert-file"), _always, "spec.tls.servingCertSecretRef"
+    ),
+    TemplateFlag(
+        ("--service-account-key-file", "--service-account-private-key-file"),
+        _always,
+        "spec.tls.serviceAccountKeySecretRef",
+    ),
+    TemplateFlag(("--root-ca-file",), _always, "spec.tls.rootCASecretRef"),
+    TemplateFlag(("--enable-home-workspaces",), _always, "spec.extraArgs"),
+    TemplateFlag(
+        ("--logical-cluster-admin-kubeconfig",),
+        lambda v: v.on("kcp.logicalClusterAdminFlag"),
+        "spec.logicalClusterAdminKubeconfigSecretRef",
+    ),
+    TemplateFlag(
+        ("--external-logical-cluster-admin-kubeconfig",),
+        _always,
+        "spec.externalLogicalClusterAdminKubeconfigSecretRef",
+    ),
+    TemplateFlag(
+        (
+            "--requestheader-client-ca-file",
+            "--requestheader-username-headers",
+            "--requestheader-group-headers",
+        ),
+        _always,
+        "spec.tls.requestHeaderClientCASecretRef",
+    ),
+    TemplateFlag(
+        ("--root-directory",),
+        _always,
+        None,
+        "the chart keeps kcp's root directory /etc/kcp/config on a PersistentVolumeClaim; "
+        "the Shard uses an emptyDir at /var/lib/kcp (with embedded etcd its data lives there)",
+    ),
+    TemplateFlag(
+        ("--shard-virtual-workspace-ca-file",),
+        _always,
+        None,
+        "the Shard has no field for the virtual-workspace CA file (the chart's <certs>-kcp-ca "
+        "Secret, tls.crt); kcp then trusts its own serving CA",
+    ),
+    TemplateFlag(("--external-hostname",), _sharding, "(ignored by kcp)"),
+    TemplateFlag(("--shard-external-url",), _sharding, "spec.externalURL"),
+    TemplateFlag(
+        ("--authentication-config",),
+        lambda v: bool(v.peek("authentication.configMapRef.name")),
+        None,
+        "the Shard cannot mount the authentication ConfigMap",
+        ("authentication",),
+    ),
+    TemplateFlag(
+        tuple(flag for _, flag in _OIDC_FLAGS),
+        lambda v: v.on("oidc.enabled") and not v.peek("authentication.configMapRef.name"),
+        "spec.extraArgs",
+    ),
+    TemplateFlag(
+        ("--oidc-ca-file",),
+        lambda v: (
+            v.on("oidc.enabled")
+            and bool(v.peek("oidc.caSecretName"))
+            and not v.peek("authentication.configMapRef.name")
+        ),
+        None,
+        "the Shard cannot mount the OIDC CA Secret",
+        ("oidc.caSecretName", "oidc.caSecretKeyName"),
+    ),
+    TemplateFlag(
+        ("--token-auth-file",),
+        lambda v: v.on("kcp.tokenAuth.enabled"),
+        None,
+        "the Shard cannot mount the token file Secret",
+        ("kcp.tokenAuth",),
+    ),
+    TemplateFlag(("--v", "--logging-format"), _always, "spec.extraArgs"),
+    TemplateFlag(
+        (
+            "--audit-log-maxage",
+            "--audit-log-maxbackup",
+            "--audit-log-maxsize",
+            "--audit-log-path",
+            "--audit-policy-file",
+            "--audit-log-compress",
+            "--audit-log-format",
+        ),
+        lambda v: v.on("audit.enabled"),
+        None,
+        "the Shard cannot mount the audit policy ConfigMap or the audit log volume",
+        ("audit",),
+    ),
+    TemplateFlag(
+        ("--profiler-address",), lambda v: v.on("kcp.profiling.enabled"), "spec.extraArgs"
+    ),
+    TemplateFlag((CACHE_KUBECONFIG_FLAG,), _cache, "spec.cache.kubeconfigSecretRef"),
+    TemplateFlag(
+        ("--batteries-included",), lambda v: bool(v.peek("kcp.batteries")), "spec.extraArgs"
+    ),
+)
+
+
+def template_flags(values: Mapping[str, Any]) -> list[TemplateFlag]:
+    """The rows of ``TEMPLATE_FLAGS`` the chart renders for ``values`` (defaults merged)."""
+    v = _Values(with_defaults(values, CHART_DEFAULTS))
+    return [row for row in TEMPLATE_FLAGS if row.when(v)]
+
+
+def _unrendered(v: _Values) -> list[str]:
+    """The template's flags the Shard does not render; their values count as reported."""
+    found = [row for row in TEMPLATE_FLAGS if row.carried is None and row.when(v)]
+    for row in found:
+        v.used.update(row.values)
+    return [f"{', '.join(row.flags)}: {row.advice}" for row in found]
+
+
+def _path_note(secret: str, paths: str) -> str:
+    return (
+        f"Secret {secret} (made by the chart) refers to {paths} by path, which the Shard's "
+        "pods do not mount: replace it with a kubeconfig that embeds the certificate data "
+        "before applying the Shard"
+    )
 
 
 def convert(
@@ -132,7 +366,7 @@ def convert(
     ``name`` is the chart's full name (``<release>-shard``) when ``fullnameOverride``
     is unset; ``version`` overrides the kcp version taken from ``kcp.tag``.
     """
-    v = _Values(values)
+    v = _Values(with_defaults(values, CHART_DEFAULTS))
     notes: list[str] = []
     errors: list[str] = []
 
@@ -149,17 +383,11 @@ def convert(
         notes.append(f"fullnameOverride {override!r} wins over --name {name!r}")
 
     tag = str(v.get("kcp.tag") or "")
-    kcp_version = version or tag.removeprefix("v")
+    kcp_version = (version or tag).removeprefix("v")
+    parsed: Version | None = None
     if not kcp_version:
         errors.append("kcp.tag is empty (the chart used its appVersion): pass --kcp-version X.Y.Z")
     else:
-        try:
-            Version.parse(kcp_version)
-        except InvalidVersionError as err:
-            errors.append(f"cannot tell the kcp version: {err}; pass --kcp-version X.Y.Z")
-
-    parsed: Version | None = None
-    if kcp_version:
         try:
             parsed = Version.parse(kcp_version)
         except InvalidVersionError as err:
@@ -169,7 +397,7 @@ def convert(
         image["tag"] = tag
     if v.get("kcp.pullPolicy"):
         image["pullPolicy"] = v.get("kcp.pullPolicy")
-    spec: dict[str, Any] = {"version": kcp_version, "image": image}
+    spec: dict[str, Any] = {"version": kcp_version, "image": image, "replicas": CHART_REPLICAS}
 
     sharding = _flag(v.get("sharding.enabled"))
     non_root = sharding and not _flag(v.get("sharding.isRoot", True))
@@ -186,26 +414,32 @@ def convert(
             spec["rootShardKubeconfigSecretRef"] = {"name": admin_secret, "key": "kubeconfig"}
             notes.append(
                 f"kcp {parsed} still uses {ROOT_SHARD_KUBECONFIG_FLAG}: kept Secret "
-                f"{admin_secret} as rootShardKubeconfigSecretRef (the chart's kubeconfig refers "
-                f"to certificate files by path); drop it when moving to kcp {deprecating_release}"
+                f"{admin_secret} as rootShardKubeconfigSecretRef; "
+                + _path_note(admin_secret, "/etc/kcp/tls/ca/tls.crt and /etc/kcp/tls/shard-client")
+                + f"; drop it when moving to kcp {deprecating_release}"
             )
         else:
             notes.append(
                 f"{ROOT_SHARD_KUBECONFIG_FLAG} and Secret {admin_secret} are not carried over: "
                 f"kcp from {deprecating_release} on ignores them"
             )
-    if v.get("kcp.sharding"):
+    if sharding:
+        gate = gate_for("--external-hostname")
+        notes.append(
+            f"{gate.flag} is not carried over: kcp ignores it from {gate.until} on ({gate.why})"
+        )
+    v.get("kcp.sharding")
+    if isinstance(values.get("kcp"), Mapping) and values["kcp"].get("sharding"):
         notes.append("kcp.sharding.* is read by nothing in the chart; ignored")
 
-    cache = _flag(v.get("cache.enabled")) or _flag(v.get("externalCache.enabled"))
+    cache = _cache(v)
+    v.get("cache.enabled")
+    v.get("externalCache.enabled")
     v.get("externalCache.cacheInternalHostname")
     if cache:
         cache_secret = _trunc(_trunc(fullname, 52) + "-cache", 63) + "-kubeconfig"
         spec["cache"] = {"kubeconfigSecretRef": {"name": cache_secret, "key": "kubeconfig"}}
-        notes.append(
-            f"cache kubeconfig: Secret {cache_secret} (made by the chart) refers to "
-            "/etc/kcp/tls/ca/tls.crt by path; check it works in the operator's pods"
-        )
+        notes.append("cache kubeconfig: " + _path_note(cache_secret, "/etc/kcp/tls/ca/tls.crt"))
     elif non_root:
         errors.append(
             "non-root shard (sharding.isRoot: false) with neither cache.enabled nor "
@@ -216,7 +450,10 @@ def convert(
     etcd_address = str(v.get("kcp.etcd.serverAddress") or "")
     v.get("kcp.etcd.clientCertificate")
     if etcd_address == "embedded":
-        notes.append("kcp.etcd.serverAddress 'embedded': the Shard runs an embedded etcd per pod")
+        notes.append(
+            "kcp.etcd.serverAddress 'embedded' (--etcd-servers=embedded): the Shard runs an "
+            "embedded etcd in its one pod when spec.etcd.endpoints is empty"
+        )
     else:
         endpoints = [e.strip() for e in etcd_address.split(",") if e.strip()]
         if not endpoints and _flag(v.get("etcd.enabled", True)):
@@ -234,28 +471,65 @@ def convert(
 
     certs = str(v.get("certificates.name") or "")
     kcp_certs = _trunc(_trunc(certs or fullname, 58) + "-kcp", 63)
-    spec["tls"] = {
-        "servingCertSecretRef": {"name": f"{fullname}-cert"},
-        "clientCASecretRef": {"name": f"{kcp_certs}-client-ca"},
-        "serviceAccountKeySecretRef": {"name": f"{kcp_certs}-service-account-ca"},
-    }
+    tls: dict[str, Any] = {}
+    spec["tls"] = tls
+    tls.update(
+        {
+            "servingCertSecretRef": {"name": f"{fullname}-cert"},
+            "clientCASecretRef": {"name": f"{kcp_certs}-client-ca"},
+            "serviceAccountKeySecretRef": {"name": f"{kcp_certs}-service-account-ca"},
+            "requestHeaderClientCASecretRef": {
+                "name": f"{kcp_certs}-requestheader-client-ca",
+                "key": "tls.crt",
+            },
+            "rootCASecretRef": {"name": f"{kcp_certs}-ca", "key": "tls.crt"},
+        }
+    )
+    if sharding:
+        tls["shardClientCertSecretRef"] = {"name": f"{fullname}-shard-client-cert"}
+    lca_paths = (
+        "/etc/kcp/tls/ca/tls.crt and /etc/kcp/{}logical-cluster-admin/kubeconfig-client-cert"
+    )
+    if _flag(v.get("kcp.logicalClusterAdminFlag")) and external:
+        secret = f"{fullname}-internal-admin-kubeconfig"
+        spec["logicalClusterAdminKubeconfigSecretRef"] = {"name": secret, "key": "kubeconfig"}
+        notes.append(_path_note(secret, lca_paths.format("")))
+    v.get("kcp.externalLogicalClusterAdminFlag")
+    secret = f"{fullname}-external-admin-kubeconfig"
+    spec["externalLogicalClusterAdminKubeconfigSecretRef"] = {"name": secret, "key": "kubeconfig"}
+    notes.append(_path_note(secret, lca_paths.format("external-")))
 
-    extra: list[str] = []
+    extra: list[str] = [
+        f"--enable-home-workspaces={str(v.on('kcp.homeWorkspaces.enabled')).lower()}"
+    ]
+    v.get("kcp.homeWorkspaces.enabled")
+    extra += _oidc_flags(v)
+    extra += [f"--v={v.get('kcp.v')}", "--logging-format=json"]
+    if _flag(v.get("kcp.profiling.enabled")):
+        extra.append(f"--profiler-address=0.0.0.0:{v.get('kcp.profiling.port', 6060)}")
     batteries = v.get("kcp.batteries", [])
     if batteries:
         extra.append(f"--batteries-included={','.join(str(b) for b in batteries)}")
-    if v.get("kcp.v"):
-        extra.append(f"--v={v.get('kcp.v')}")
-    if _flag(v.get("kcp.profiling.enabled")):
-        extra.append(f"--profiler-address=0.0.0.0:{v.get('kcp.profiling.port', 6060)}")
-    extra += _oidc_flags(v)
-    extra += without_root_shard_flag([str(flag) for flag in v.get("kcp.extraFlags", [])])
-    if extra:
-        spec["extraArgs"] = extra
+    own, by_hand = without_flag(
+        [str(flag) for flag in v.get("kcp.extraFlags", [])], ROOT_SHARD_KUBECONFIG_FLAG
+    )
+    for text in by_hand:
+        notes.append(
+            f"kcp.extraFlags: {text}: not carried over; the operator passes "
+            f"{ROOT_SHARD_KUBECONFIG_FLAG} itself to kcp older than {deprecating_release}"
+        )
+    role = Role.NON_ROOT if non_root else Role.ROOT
+    retired = retired_flags(parsed, role, deprecating_release) if parsed else []
+    carried, dropped = retire(own, retired)
+    for text in dropped:
+        notes.append(f"kcp.extraFlags: {text}: kcp {parsed} ignores it")
+    extra += carried
+    spec["extraArgs"] = extra
     if v.get("kcp.resources"):
         spec["resources"] = v.get("kcp.resources")
     v.get("kcp.enabled")
 
+    unrendered = _unrendered(v)
     unmapped = [
         f"{path}: {value!r}"
         for path, value in _leaves(values)
@@ -271,4 +545,4 @@ def convert(
             "spec": spec,
         }
     )
-    return Conversion(manifest, tuple(unmapped), tuple(notes), tuple(errors))
+    return Conversion(manifest, tuple(unmapped), tuple(notes), tuple(errors), tuple(unrendered))

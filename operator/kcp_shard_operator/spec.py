@@ -81,6 +81,7 @@ TOLERATION_SCHEMA: JSON = {
         },
     ],
 }
+CA_KEY = "ca.crt"
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,14 @@ class SecretKeyRef:
 
     name: str = field("name", "Name of the Secret.", minLength=1)
     key: str = field("key", "Key in the Secret.", default=KUBECONFIG_KEY, minLength=1)
+
+
+@dataclass(frozen=True)
+class CASecretKeyRef:
+    """A CA bundle in a key of a Secret in the Shard's namespace."""
+
+    name: str = field("name", "Name of the Secret.", minLength=1)
+    key: str = field("key", "Key in the Secret.", default=CA_KEY, minLength=1)
 
 
 @dataclass(frozen=True)
@@ -156,6 +165,24 @@ class TLSSpec:
         "Secret with the service-account signing key (tls.key).",
         default=None,
     )
+    request_header_client_ca_secret_ref: CASecretKeyRef | None = field(
+        "requestHeaderClientCASecretRef",
+        "CA bundle that signs the front-proxy's client certificate: requests it forwards are "
+        "trusted for the X-Remote-User, X-Remote-Group and X-Remote-Extra- headers "
+        "(--requestheader-client-ca-file and the header flags).",
+        default=None,
+    )
+    shard_client_cert_secret_ref: LocalObjectRef | None = field(
+        "shardClientCertSecretRef",
+        "kubernetes.io/tls Secret with the client certificate this shard presents to other "
+        "shards and system components (--shard-client-cert-file, --shard-client-key-file).",
+        default=None,
+    )
+    root_ca_secret_ref: CASecretKeyRef | None = field(
+        "rootCASecretRef",
+        "CA bundle put into service-account token Secrets (--root-ca-file).",
+        default=None,
+    )
 
 
 @dataclass(frozen=True)
@@ -213,6 +240,19 @@ class ShardSpec:
         "Kubeconfig the operator uses to reach this shard (system:masters on the shard).",
         default=None,
     )
+    logical_cluster_admin_kubeconfig_secret_ref: SecretKeyRef | None = field(
+        "logicalClusterAdminKubeconfigSecretRef",
+        "Kubeconfig with system:kcp:logical-cluster-admin credentials for reaching other "
+        "shards (--logical-cluster-admin-kubeconfig); needs spec.externalURL.",
+        default=None,
+    )
+    external_logical_cluster_admin_kubeconfig_secret_ref: SecretKeyRef | None = field(
+        "externalLogicalClusterAdminKubeconfigSecretRef",
+        "Kubeconfig with system:kcp:external-logical-cluster-admin credentials for reaching "
+        "the external address, e.g. the front-proxy "
+        "(--external-logical-cluster-admin-kubeconfig).",
+        default=None,
+    )
     tls: TLSSpec = field("tls", "Certificates and keys.", default_factory=TLSSpec)
     extra_args: list[str] = field(
         "extraArgs",
@@ -264,9 +304,14 @@ class ShardSpec:
             self.etcd.tls_secret_ref,
             self.cache.kubeconfig_secret_ref,
             self.root_shard_kubeconfig_secret_ref,
+            self.logical_cluster_admin_kubeconfig_secret_ref,
+            self.external_logical_cluster_admin_kubeconfig_secret_ref,
             self.tls.serving_cert_secret_ref,
             self.tls.client_ca_secret_ref,
             self.tls.service_account_key_secret_ref,
+            self.tls.request_header_client_ca_secret_ref,
+            self.tls.shard_client_cert_secret_ref,
+            self.tls.root_ca_secret_ref,
         )
         return sorted({ref.name for ref in refs if ref is not None})
 
@@ -303,6 +348,20 @@ SPEC_RULES = (
         "&& size(self.etcd.endpoints) > 0)",
         message="spec.replicas > 1 needs spec.etcd.endpoints: embedded etcd is private to each pod",
         holds=lambda spec: spec.replicas <= 1 or bool(spec.etcd.endpoints),
+    ),
+    Rule(
+        cel="!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
+        message="spec.version with build metadata (+...) needs spec.image.tag: an image tag "
+        "cannot contain '+'",
+        holds=lambda spec: "+" not in spec.version or bool(spec.image.tag),
+    ),
+    Rule(
+        cel="!has(self.logicalClusterAdminKubeconfigSecretRef) || has(self.externalURL)",
+        message="spec.logicalClusterAdminKubeconfigSecretRef needs spec.externalURL: kcp "
+        "requires --shard-external-url with --logical-cluster-admin-kubeconfig",
+        holds=lambda spec: (
+            spec.logical_cluster_admin_kubeconfig_secret_ref is None or bool(spec.external_url)
+        ),
     ),
     Rule(
         cel="has(oldSelf.rootShardRef) == has(self.rootShardRef) && "

@@ -175,8 +175,8 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
             DEPRECATED_FLAG_DROPPED,
             True,
             "IgnoredByKcpVersion",
-            f"kcp {shard.spec.version} ignores --root-shard-kubeconfig-file; not rendered: "
-            + ", ".join(dropped),
+            f"kcp {shard.spec.version} ignores these deprecated flags or settings "
+            "(kcp-shard-operator migrate-values --explain): " + ", ".join(dropped),
         )
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")

@@ -1,4 +1,4 @@
-"""kcp versions and the one table of version-gated `kcp start` flags.
+"""kcp versions and the one table of version-gated and deprecated kcp flags.
 
 Every rule of the form "this flag exists / matters from version X on" lives in
 ``FLAG_GATES``; renderers and the values migration ask :func:`flag_applies`.
@@ -64,12 +64,16 @@ class Version:
         return f"{base}-{self.prerelease}" if self.prerelease else base
 
 
-DEFAULT_DEPRECATING_RELEASE = Version(0, 33, 0)
-"""First kcp release that ignores ``--root-shard-kubeconfig-file``.
+DEFAULT_DEPRECATING_RELEASE = Version(0, 34, 0)
+"""First kcp release that ignores ``--root-shard-kubeconfig-file`` on non-root shards.
 
-No such tag was published when this was written (the newest kcp tag the Go
-module proxy serves is v0.32.3), so 0.33.0 is the assumption; override it with
-``--root-shard-flag-removed-in`` or the environment variable.
+kcp v0.33.0 (released 2026-09-15) still registers the flag without deprecation and
+uses it to resolve the root shard's APIExport identities. The front-proxy's
+``--root-kubeconfig`` was deprecated by kcp PR #4373, merged 2026-09-16 after
+v0.33.0 was cut, and the shard flag's deprecation follows that change, so 0.34.0
+is the earliest release that can ignore it. Change it with
+``--root-shard-flag-removed-in`` or ``$KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN``
+(chart value ``operator.rootShardFlagRemovedIn``) once kcp tags the release.
 """
 
 MINIMUM_KCP_VERSION = Version(0, 31, 0)
@@ -84,8 +88,14 @@ def deprecating_release_from_env(environ: dict[str, str] | None = None) -> Versi
 
 
 class Role(Enum):
+    """Who runs a flag: a root shard, a non-root shard (both ``kcp start``) or the front-proxy."""
+
     ROOT = "root"
     NON_ROOT = "non-root"
+    FRONT_PROXY = "front-proxy"
+
+
+SHARD_ROLES = frozenset({Role.ROOT, Role.NON_ROOT})
 
 
 class Bound(Enum):
@@ -96,13 +106,27 @@ class Bound(Enum):
 
 @dataclass(frozen=True)
 class FlagGate:
-    """A flag rendered for ``roles`` on versions in ``[since, until)``."""
+    """A flag that belongs on ``roles`` for kcp versions in ``[since, until)``.
+
+    ``until`` set means kcp deprecated the flag or made it a no-op in that release;
+    ``replacement`` is the flag to use instead, and ``same_value`` says the replacement
+    takes the same value (an alias), so the flag can be renamed rather than dropped.
+    ``still_read``: deprecated, but kcp still reads it, so it is reported and never
+    removed.
+    """
 
     flag: str
     roles: frozenset[Role]
     since: Version | Bound | None = None
     until: Version | Bound | None = None
+    replacement: str | None = None
+    same_value: bool = False
+    still_read: bool = False
     why: str = ""
+
+    @property
+    def deprecated(self) -> bool:
+        return self.until is not None
 
 
 FLAG_GATES: tuple[FlagGate, ...] = (
@@ -114,11 +138,41 @@ FLAG_GATES: tuple[FlagGate, ...] = (
     ),
     FlagGate(
         flag=CACHE_KUBECONFIG_FLAG,
-        roles=frozenset({Role.ROOT, Role.NON_ROOT}),
+        roles=SHARD_ROLES,
         since=MINIMUM_KCP_VERSION,
         why="required on non-root shards since kcp 0.31; optional on a root shard",
     ),
+    FlagGate(
+        flag="--external-hostname",
+        roles=SHARD_ROLES,
+        until=Version(0, 31, 0),
+        replacement="--shard-external-url",
+        why="hidden and ignored; external URLs come from --shard-external-url",
+    ),
+    FlagGate(
+        flag="--cache-server-kubeconfig-file",
+        roles=SHARD_ROLES,
+        until=Version(0, 11, 0),
+        replacement=CACHE_KUBECONFIG_FLAG,
+        same_value=True,
+        why="the old name is a deprecated alias of the same setting",
+    ),
+    FlagGate(
+        flag="--root-kubeconfig",
+        roles=frozenset({Role.FRONT_PROXY}),
+        until=Bound.DEPRECATING_RELEASE,
+        replacement="--shard-peer-kubeconfig",
+        still_read=True,
+        why="the front-proxy discovers shards through --shard-peer-kubeconfig (kcp PR #4373) "
+        "but still reads --root-kubeconfig for APIExport identities; add the new flag next "
+        "to it",
+    ),
 )
+
+
+def normalize_flag(name: str) -> str:
+    """A flag name as kcp's parser sees it: ``_`` and ``-`` are the same word separator."""
+    return name.replace("_", "-")
 
 
 def _resolve(bound: Version | Bound | None, deprecating_release: Version) -> Version | None:
@@ -127,25 +181,77 @@ def _resolve(bound: Version | Bound | None, deprecating_release: Version) -> Ver
     return bound
 
 
+def at_least(version: Version, bound: Version) -> bool:
+    """``version >= bound``, where a pre-release of ``bound`` counts as ``bound`` itself.
+
+    A release candidate (``0.34.0-rc.1``) of a release that changes a flag already
+    carries the change.
+    """
+    core = Version(version.major, version.minor, version.patch)
+    return version >= bound or (not bound.prerelease and core == bound)
+
+
 def gate_for(flag: str) -> FlagGate:
+    name = normalize_flag(flag)
     for gate in FLAG_GATES:
-        if gate.flag == flag:
+        if gate.flag == name:
             return gate
     raise KeyError(flag)
 
 
+def gate_bounds(gate: FlagGate, deprecating_release: Version) -> tuple[Version | None, ...]:
+    """``since`` and ``until`` of ``gate`` with settings resolved."""
+    return _resolve(gate.since, deprecating_release), _resolve(gate.until, deprecating_release)
+
+
 def flag_applies(flag: str, version: Version, role: Role, deprecating_release: Version) -> bool:
-    """Whether ``flag`` belongs on a shard of ``role`` running kcp ``version``."""
+    """Whether ``flag`` belongs on a ``role`` running kcp ``version``."""
     gate = gate_for(flag)
-    since = _resolve(gate.since, deprecating_release)
-    until = _resolve(gate.until, deprecating_release)
+    since, until = gate_bounds(gate, deprecating_release)
     return (
         role in gate.roles
-        and (since is None or version >= since)
-        and (until is None or version < until)
+        and (since is None or at_least(version, since))
+        and (until is None or not at_least(version, until))
     )
+
+
+def retired_flags(version: Version, role: Role, deprecating_release: Version) -> list[FlagGate]:
+    """The deprecated rows whose flag a ``role`` on kcp ``version`` no longer uses."""
+    return [
+        gate
+        for gate in FLAG_GATES
+        if gate.deprecated
+        and role in gate.roles
+        and at_least(version, _resolve(gate.until, deprecating_release) or version)
+    ]
 
 
 def ignores_root_shard_flag(version: Version, deprecating_release: Version) -> bool:
     """True for kcp versions that no longer use ``--root-shard-kubeconfig-file``."""
     return not flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, Role.NON_ROOT, deprecating_release)
+
+
+def explain(deprecating_release: Version) -> str:
+    """The deprecated rows of ``FLAG_GATES`` as a table for people."""
+    rows = [("FLAG", "USED BY", "DEPRECATED FROM", "REPLACEMENT", "WHY")]
+    for gate in FLAG_GATES:
+        if not gate.deprecated:
+            continue
+        _, until = gate_bounds(gate, deprecating_release)
+        rows.append(
+            (
+                gate.flag,
+                ",".join(sorted(role.value for role in gate.roles)),
+                f"{until}" + (" (setting)" if isinstance(gate.until, Bound) else ""),
+                (gate.replacement or "-")
+                + (" (same value)" if gate.same_value else "")
+                + (" (next to it)" if gate.still_read else ""),
+                gate.why,
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + f"  {row[4]}\n"
+        for row in rows
+    )

@@ -288,7 +288,7 @@ def test_uninstall_keeps_the_crd_and_the_shards(
     cluster: Cluster, crds: list[str], kubectl: Kubectl, namespace: str, other_namespace: str
 ) -> None:
     name = release_name("kso-un")
-    values_shard = '[{"name":"from-values","version":"0.33.0","replicas":1}]'
+    values_shard = '[{"name":"from-values","version":"0.34.0","replicas":1}]'
     with release(cluster, name, namespace, "--set-json", f"shards={values_shard}"):
         user_shard = (
             (SAMPLES / "20-root-shard.yaml").read_text().replace("kcp-samples", other_namespace)

@@ -85,10 +85,10 @@ def test_operator_cleans_only_after_the_upgrade(
     old_binary = sharded_kcp.shard.binary
     try:
         log(f"shard-1 on the stand-in after {sharded_kcp.restart_shard(standin_binary):.1f}s")
-        patch_spec(kubectl, namespace, "root", {"version": "0.33.0"})
-        wait_ready(kubectl, namespace, "root", "0.33.0")
-        patch_spec(kubectl, namespace, "shard-1", {"version": "0.33.0"})
-        wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+        patch_spec(kubectl, namespace, "root", {"version": "0.34.0"})
+        wait_ready(kubectl, namespace, "root", "0.34.0")
+        patch_spec(kubectl, namespace, "shard-1", {"version": "0.34.0"})
+        wait_ready(kubectl, namespace, "shard-1", "0.34.0")
         done = wait_cleaned(kubectl, namespace, "Deleted")
         assert done["status"] == "True"
         assert identity(present)[0] in done["message"]
@@ -111,8 +111,8 @@ def test_operator_reports_forbidden_without_leaking_credentials(
     config["contexts"] = [c for c in config["contexts"] if c["name"] != "shard-base"]
     config["current-context"] = "base"
     admin_secret(kubectl, namespace, yaml.safe_dump(config))
-    apply(kubectl, namespace, *shards("0.33.0"))
-    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+    apply(kubectl, namespace, *shards("0.34.0"))
+    wait_ready(kubectl, namespace, "shard-1", "0.34.0")
     denied = wait_cleaned(kubectl, namespace, "Forbidden")
     assert denied["status"] == "False"
     assert "group system:masters" in denied["message"]

@@ -226,11 +226,11 @@ def test_secret_content_never_reaches_status_events_or_log(
         kubectl,
         namespace,
         *secrets,
-        shard("root", "0.33.0"),
+        shard("root", "0.34.0"),
         shard(
-            "shard-1", "0.33.0", adminKubeconfigSecretRef={"name": "admin-malformed"}, **non_root
+            "shard-1", "0.34.0", adminKubeconfigSecretRef={"name": "admin-malformed"}, **non_root
         ),
-        shard("shard-2", "0.33.0", adminKubeconfigSecretRef={"name": "admin-password"}, **non_root),
+        shard("shard-2", "0.34.0", adminKubeconfigSecretRef={"name": "admin-password"}, **non_root),
     )
     for name, reason in (("shard-1", "Failed"), ("shard-2", "ShardUnreachable")):
 

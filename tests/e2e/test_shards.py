@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
+
+from tests.numeric_hash import numeric_hash_shard
 
 from .kube import KubectlError, OperatorProcess, wait_for
 from .shards import (
@@ -22,6 +29,8 @@ from .shards import (
 
 pytestmark = pytest.mark.e2e
 ROOT_FLAG = "--root-shard-kubeconfig-file"
+HASH = "kcpshard.dev/config-hash"
+GOLDEN = Path(__file__).parent.parent / "golden" / "migrate"
 
 
 def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
@@ -65,9 +74,9 @@ def test_version_change_rolls_the_deployment(
     )
     wait_ready(kubectl, namespace, "root", "0.32.3")
     assert get(kubectl, namespace, "pdb", "root-kcp")["spec"]["maxUnavailable"] == 1
-    patch_spec(kubectl, namespace, "root", {"version": "0.33.0"})
-    wait_ready(kubectl, namespace, "root", "0.33.0")
-    assert kcp_container(kubectl, namespace, "root")["image"].endswith(":v0.33.0")
+    patch_spec(kubectl, namespace, "root", {"version": "0.34.0"})
+    wait_ready(kubectl, namespace, "root", "0.34.0")
+    assert kcp_container(kubectl, namespace, "root")["image"].endswith(":v0.34.0")
     assert "RolledOut" in events(kubectl, namespace, "root")
 
 
@@ -78,8 +87,8 @@ def test_non_root_waits_for_its_root(
     wait_ready(kubectl, namespace, "root", "0.32.3")
     wait_ready(kubectl, namespace, "shard-1", "0.32.3")
     # The root's new pods cannot be scheduled: its rollout stays incomplete.
-    patch_spec(kubectl, namespace, "root", {"version": "0.33.0", "nodeSelector": {"pool": "none"}})
-    patch_spec(kubectl, namespace, "shard-1", {"version": "0.33.0"})
+    patch_spec(kubectl, namespace, "root", {"version": "0.34.0", "nodeSelector": {"pool": "none"}})
+    patch_spec(kubectl, namespace, "shard-1", {"version": "0.34.0"})
 
     def waiting() -> bool:
         cond = condition(get(kubectl, namespace, "shard", "shard-1"), "Progressing")
@@ -110,8 +119,8 @@ def test_non_root_waits_for_its_root(
         "-p",
         '[{"op": "remove", "path": "/spec/nodeSelector"}]',
     )
-    wait_ready(kubectl, namespace, "root", "0.33.0")
-    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+    wait_ready(kubectl, namespace, "root", "0.34.0")
+    wait_ready(kubectl, namespace, "shard-1", "0.34.0")
     args = kcp_container(kubectl, namespace, "shard-1")["args"]
     assert not any(a.startswith(ROOT_FLAG) for a in args)
 
@@ -122,10 +131,10 @@ def test_deprecated_flag_in_extra_args_is_dropped(
     apply(
         kubectl,
         namespace,
-        shard("root", "0.33.0"),
-        non_root("shard-1", "0.33.0", extraArgs=[ROOT_FLAG, "/etc/x", "--v=3"]),
+        shard("root", "0.34.0"),
+        non_root("shard-1", "0.34.0", extraArgs=[ROOT_FLAG, "/etc/x", "--v=3"]),
     )
-    wait_ready(kubectl, namespace, "shard-1", "0.33.0")
+    wait_ready(kubectl, namespace, "shard-1", "0.34.0")
     args = kcp_container(kubectl, namespace, "shard-1")["args"]
     assert "--v=3" in args
     assert ROOT_FLAG not in args
@@ -143,8 +152,8 @@ def test_deprecated_flag_in_extra_args_is_dropped(
 def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
-    apply(kubectl, namespace, shard("root", "0.33.0"))
-    wait_ready(kubectl, namespace, "root", "0.33.0")
+    apply(kubectl, namespace, shard("root", "0.34.0"))
+    wait_ready(kubectl, namespace, "root", "0.34.0")
     before = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
     kubectl("annotate", "-n", namespace, "shard", "root", "touched=1")
     time.sleep(5)
@@ -157,7 +166,7 @@ def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
     def restored() -> bool:
         dep = get(kubectl, namespace, "deployment", "root-kcp")
         image = dep["spec"]["template"]["spec"]["containers"][0]["image"]
-        return bool(dep["spec"]["replicas"] == 1 and image == "ghcr.io/kcp-dev/kcp:v0.33.0")
+        return bool(dep["spec"]["replicas"] == 1 and image == "ghcr.io/kcp-dev/kcp:v0.34.0")
 
     wait_for(restored, 60, "the Deployment to be put back")
     wait_for(lambda: "Updated" in events(kubectl, namespace, "root"), 30, "an Updated event")
@@ -166,8 +175,8 @@ def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
 def test_deleting_a_shard_collects_its_children(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
-    apply(kubectl, namespace, shard("root", "0.33.0"))
-    wait_ready(kubectl, namespace, "root", "0.33.0")
+    apply(kubectl, namespace, shard("root", "0.34.0"))
+    wait_ready(kubectl, namespace, "root", "0.34.0")
     kubectl("delete", "-n", namespace, "shard", "root", "--wait=true")
 
     def gone() -> bool:
@@ -180,10 +189,19 @@ def test_deleting_a_shard_collects_its_children(
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        (non_root("s", "0.33.0", cache={}), "need spec.cache.kubeconfigSecretRef"),
-        (shard("s", "v0.33.0"), "spec.version"),
-        (shard("s", "0.33.0", replicas=0), "spec.replicas"),
-        (shard("s", "0.33.0", replicas=2), "needs spec.etcd.endpoints"),
+        (non_root("s", "0.34.0", cache={}), "need spec.cache.kubeconfigSecretRef"),
+        (shard("s", "v0.34.0"), "spec.version"),
+        (shard("s", "0.34.0", replicas=0), "spec.replicas"),
+        (shard("s", "0.34.0", replicas=2), "needs spec.etcd.endpoints"),
+        (shard("s", "0.34.0+build.1"), "needs spec.image.tag"),
+        (
+            shard("s", "0.34.0", logicalClusterAdminKubeconfigSecretRef={"name": "lca"}),
+            "needs spec.externalURL",
+        ),
+        (
+            shard("s", "0.34.0", tls={"rootCASecretRef": {"name": "ca", "key": ""}}),
+            "spec.tls.rootCASecretRef.key",
+        ),
     ],
 )
 def test_invalid_shards_are_refused(
@@ -195,7 +213,7 @@ def test_invalid_shards_are_refused(
 
 
 def test_root_shard_ref_is_immutable(crds: list[str], kubectl: Kubectl, namespace: str) -> None:
-    apply(kubectl, namespace, non_root("s", "0.33.0"))
+    apply(kubectl, namespace, non_root("s", "0.34.0"))
     with pytest.raises(KubectlError) as refused:
         patch_spec(kubectl, namespace, "s", {"rootShardRef": {"name": "other"}})
     assert "cannot be changed after creation" in str(refused.value)
@@ -215,7 +233,7 @@ def test_root_shard_ref_is_immutable(crds: list[str], kubectl: Kubectl, namespac
 def test_invalid_spec_is_reported_in_status(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
-    apply(kubectl, namespace, non_root("orphan", "0.33.0"))
+    apply(kubectl, namespace, non_root("orphan", "0.34.0"))
 
     def degraded() -> dict[str, Any]:
         return condition(get(kubectl, namespace, "shard", "orphan"), "Degraded")
@@ -239,9 +257,9 @@ def test_rotated_secret_restarts_the_pods(
     apply(
         kubectl,
         namespace,
-        shard("root", "0.33.0", tls={"clientCASecretRef": {"name": "client-ca"}}),
+        shard("root", "0.34.0", tls={"clientCASecretRef": {"name": "client-ca"}}),
     )
-    wait_ready(kubectl, namespace, "root", "0.33.0")
+    wait_ready(kubectl, namespace, "root", "0.34.0")
 
     def revision() -> str:
         dep = get(kubectl, namespace, "deployment", "root-kcp")
@@ -262,4 +280,33 @@ def test_rotated_secret_restarts_the_pods(
     )
     # Secrets are not watched (least privilege): the periodic resync picks the change up.
     wait_for(lambda: revision() != before, 90, "the pod template to follow the rotated Secret")
-    wait_ready(kubectl, namespace, "root", "0.33.0")
+    wait_ready(kubectl, namespace, "root", "0.34.0")
+
+
+def test_render_output_with_a_numeric_looking_hash_is_read_by_kubectl(
+    kubectl: Kubectl, namespace: str, tmp_path: Path
+) -> None:
+    obj, digest = numeric_hash_shard(namespace)
+    source = tmp_path / "shard.yaml"
+    source.write_text(json.dumps(obj), encoding="utf-8")
+    rendered = subprocess.run(
+        [str(Path(sys.executable).parent / "kcp-shard-operator"), "render", "-f", str(source)],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    out = kubectl(
+        "apply", "--dry-run=server", "--validate=strict", "-o", "json", "-f", "-", stdin=rendered
+    )
+    hashes = [item["metadata"]["annotations"][HASH] for item in json.loads(out)["items"]]
+    assert digest in hashes
+
+
+@pytest.mark.parametrize("case", ["shard-chart-root", "shard-chart-nonroot"])
+def test_shards_converted_from_the_shard_chart_are_accepted(
+    crds: list[str], kubectl: Kubectl, namespace: str, case: str
+) -> None:
+    manifest = yaml.safe_load((GOLDEN / f"{case}.shard.yaml").read_text(encoding="utf-8"))
+    manifest["metadata"]["namespace"] = namespace
+    out = kubectl("apply", "--dry-run=server", "-o", "json", "-f", "-", stdin=json.dumps(manifest))
+    assert json.loads(out)["spec"]["replicas"] == 1
