@@ -61,7 +61,7 @@ up() {
   eval "$("${HACK_DIR}/tools.sh" env)"
   log "installing the chart (CRD, RBAC, operator Deployment)"
   helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
-    --namespace "${OPERATOR_NS}" --create-namespace --wait --timeout 180s
+    --namespace "${OPERATOR_NS}" --create-namespace --set clusterWide=true --wait --timeout 180s
   log "starting the operator locally with the chart's ServiceAccount token (log: ${OPERATOR_LOG})"
   stop_operator
   write_operator_kubeconfig

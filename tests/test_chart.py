@@ -275,23 +275,40 @@ def test_default_deprecating_release_is_the_operators() -> None:
     assert "KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN" not in env_of(render())
 
 
-def test_default_install_is_cluster_wide_and_standalone() -> None:
+def test_default_install_watches_the_release_namespace_and_is_standalone() -> None:
     objects = render()
     assert sorted(obj["kind"] for obj in objects) == [
         "ClusterRole",
         "ClusterRoleBinding",
         "Deployment",
+        "Role",
+        "RoleBinding",
         "ServiceAccount",
     ]
     deployment = one(objects, "Deployment")
     assert deployment["spec"]["replicas"] == 1
     assert deployment["spec"]["strategy"] == {"type": "Recreate"}
+    assert container(objects)["args"][:3] == ["run", "--namespace=ops", "--standalone"]
+    assert rules_for(one(objects, "ClusterRole"), "secrets") == []
+    role = one(objects, "Role")
+    assert role["metadata"]["namespace"] == "ops"
+    assert rules_for(role, "secrets") == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+    ]
+
+
+def test_cluster_wide_is_an_opt_in() -> None:
+    objects = render("--set", "clusterWide=true")
     assert container(objects)["args"][:3] == ["run", "--all-namespaces", "--standalone"]
+    assert of_kind(objects, "Role") == []
     role = one(objects, "ClusterRole")
     assert rules_for(role, "secrets") == [
         {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
     ]
     assert rules_for(role, "clusterkopfpeerings") == []
+    refused = template("--set", "clusterWide=true", "--set-json", 'watchNamespaces=["a"]')
+    assert refused.returncode != 0
+    assert "either watchNamespaces or clusterWide" in refused.stderr
 
 
 @pytest.mark.parametrize(
@@ -300,15 +317,16 @@ def test_default_install_is_cluster_wide_and_standalone() -> None:
         ("customresourcedefinitions", ["list", "watch"]),
         ("shards", ["get", "list", "watch", "patch"]),
         ("shards/status", ["patch"]),
-        ("deployments", ["get", "list", "watch", "create", "patch"]),
-        ("services", ["get", "list", "watch", "create", "patch"]),
-        ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "delete"]),
+        ("deployments", ["get", "list", "watch", "create", "patch", "update"]),
+        ("services", ["get", "list", "watch", "create", "patch", "update", "delete"]),
+        ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "update", "delete"]),
+        ("pods", ["list"]),
         ("secrets", ["get", "list", "watch"]),
         ("events", ["create"]),
     ],
 )
 def test_cluster_role_grants_only_what_the_operator_uses(resource: str, verbs: list[str]) -> None:
-    rules = rules_for(one(render(), "ClusterRole"), resource)
+    rules = rules_for(one(render("--set", "clusterWide=true"), "ClusterRole"), resource)
     assert [rule["verbs"] for rule in rules] == [verbs]
 
 
@@ -336,7 +354,7 @@ def test_watch_namespaces_switch_to_roles() -> None:
     bindings = of_kind(objects, "RoleBinding")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["kcp-a", "kcp-b"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["kcp-a", "kcp-b"]
-    default_rules = one(render(), "ClusterRole")["rules"][1:]
+    default_rules = one(render("--set", "clusterWide=true"), "ClusterRole")["rules"][1:]
     for role in roles:
         assert role["rules"] == default_rules
     for binding in [*bindings, one(objects, "ClusterRoleBinding")]:
@@ -352,14 +370,15 @@ def test_watch_namespaces_switch_to_roles() -> None:
 @pytest.mark.parametrize(
     ("args", "peering_kind", "peering_namespaces"),
     [
-        (["--set", "replicaCount=2"], "ClusterKopfPeering", [None]),
+        (["--set", "replicaCount=2", "--set", "clusterWide=true"], "ClusterKopfPeering", [None]),
+        (["--set", "replicaCount=2"], "KopfPeering", ["ops"]),
         (
             ["--set", "replicaCount=2", "--set-json", 'watchNamespaces=["a","b"]'],
             "KopfPeering",
             ["a", "b"],
         ),
     ],
-    ids=["cluster-wide", "namespaced"],
+    ids=["cluster-wide", "release-namespace", "namespaced"],
 )
 def test_several_replicas_peer_and_have_a_pdb(
     args: list[str], peering_kind: str, peering_namespaces: list[str | None]
@@ -385,6 +404,7 @@ def test_several_replicas_peer_and_have_a_pdb(
 def test_peering_objects_can_be_left_out() -> None:
     objects = render("--set", "replicaCount=2", "--set", "peering.create=false")
     assert of_kind(objects, "ClusterKopfPeering") == []
+    assert of_kind(objects, "KopfPeering") == []
 
 
 @pytest.mark.parametrize(

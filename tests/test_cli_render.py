@@ -32,6 +32,30 @@ def test_invalid_shard_is_reported_and_not_printed(
     assert names == ["root-kcp", "root-kcp"]
 
 
+@pytest.mark.parametrize(
+    ("bad", "words"),
+    [
+        (shard_object(name="x" * 60), "metadata.name: must be at most 59 characters"),
+        (shard_object(name="bad", version="0.33.0-" + "a" * 60), "spec.version: must be at most"),
+        (
+            shard_object(name="bad", resources={"requests": {"cpu": "lots"}}),
+            "spec.resources.requests.cpu: 'lots' is not a quantity",
+        ),
+        (
+            shard_object(name="bad", tolerations=[{"operator": "Exists", "value": "v"}]),
+            "operator Exists has no value",
+        ),
+    ],
+)
+def test_what_the_api_server_would_refuse_is_a_spec_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], bad: dict[str, object], words: str
+) -> None:
+    assert main(["render", "-f", write(tmp_path, "s.yaml", bad)]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1
+    assert words in lines[0]
+
+
 def test_non_root_without_its_root(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     path = write(tmp_path, "s.yaml", non_root_object())
     assert main(["render", "-f", path]) == 2

@@ -20,10 +20,18 @@ def test_schema_carries_rules_and_defaults() -> None:
     version = crd["spec"]["versions"][0]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["required"] == ["version"]
-    assert spec["properties"]["replicas"]["default"] == 2
+    assert spec["properties"]["replicas"]["default"] == 1
     assert spec["properties"]["replicas"]["minimum"] == 1
+    assert spec["properties"]["replicas"]["maximum"] == 10
+    assert spec["properties"]["extraArgs"]["maxItems"] == 64
+    assert spec["properties"]["extraArgs"]["items"]["maxLength"] == 1024
+    assert spec["properties"]["version"]["maxLength"] == 63
     assert [r["rule"] for r in spec["x-kubernetes-validations"]] == [r.cel for r in SPEC_RULES]
-    assert spec["properties"]["resources"]["x-kubernetes-preserve-unknown-fields"] is True
+    quantity = spec["properties"]["resources"]["properties"]["limits"]["additionalProperties"]
+    assert quantity["x-kubernetes-int-or-string"] is True
+    assert spec["properties"]["affinity"]["x-kubernetes-preserve-unknown-fields"] is True
+    root = version["schema"]["openAPIV3Schema"]
+    assert "size(self.metadata.name) <= 59" in root["x-kubernetes-validations"][0]["rule"]
     assert version["subresources"] == {"status": {}}
     columns = [c["name"] for c in version["additionalPrinterColumns"]]
     assert columns[:4] == ["Root", "Desired", "Running", "Ready"]

@@ -143,16 +143,20 @@ def test_decide_uses_the_configured_release() -> None:
         ("https://h/prefix", "https://h/prefix"),
         ("  https://h:6443/clusters/root?x=1  ", "https://h:6443"),
         ("http://127.0.0.1:8080/clusters/*", "http://127.0.0.1:8080"),
+        ("https://admin:MARKER-pw@h:6443/clusters/root", "https://h:6443"),
     ],
 )
 def test_base_url(server: str, expected: str) -> None:
     assert base_url(server) == expected
 
 
-@pytest.mark.parametrize("server", ["h:6443", "ftp://h/x", "", "https://"])
+@pytest.mark.parametrize(
+    "server", ["h:6443", "ftp://h/x", "", "https://", "ftp://u:MARKER-pw@h", "https://u:MARKER@"]
+)
 def test_base_url_rejects(server: str) -> None:
-    with pytest.raises(KubeconfigError):
+    with pytest.raises(KubeconfigError) as refused:
         base_url(server)
+    assert "MARKER" not in str(refused.value)
 
 
 def test_urls() -> None:
@@ -280,9 +284,17 @@ def test_target_without_server() -> None:
 
 
 BASE = "https://h:6443"
+
+
+def not_found(name: str) -> dict[str, Any]:
+    """The Status body of an API server's 404 about ``name``."""
+    return {"kind": "Status", "reason": "NotFound", "details": {"name": name}}
+
+
 FOUND = Found(uid="u-1", resource_version="42", keys=("shards.core.kcp.io", "tenancy.kcp.io"))
 CONFIGMAP = {
-    "metadata": {"uid": "u-1", "resourceVersion": "42"},
+    "kind": "ConfigMap",
+    "metadata": {"name": "apiexport-identity-cache", "uid": "u-1", "resourceVersion": "42"},
     "data": {"tenancy.kcp.io": "abc", "shards.core.kcp.io": "def"},
 }
 
@@ -290,7 +302,11 @@ CONFIGMAP = {
 @pytest.mark.parametrize(
     ("response", "result"),
     [
-        (Response(404, {"reason": "NotFound"}), None),
+        (Response(404, not_found("cluster")), None),
+        (Response(404, {"reason": "NotFound"}), Result.FAILED),
+        (Response(404, None), Result.FAILED),
+        (Response(404, not_found("other")), Result.FAILED),
+        (Response(302, None), Result.FAILED),
         (Response(200, {"metadata": {"annotations": {ROOT_TYPE_ANNOTATION: "root:root"}}}),
          Result.ROOT_SHARD),
         (Response(403, {"message": "forbidden"}), Result.FORBIDDEN),
@@ -305,10 +321,18 @@ def test_interpret_root_probe(response: Response, result: Result | None) -> None
 
 def test_interpret_get() -> None:
     assert interpret_get(BASE, Response(200, CONFIGMAP)) == FOUND
-    absent = interpret_get(BASE, Response(404, {}))
+    absent = interpret_get(BASE, Response(404, not_found("apiexport-identity-cache")))
     assert not isinstance(absent, Found)
     assert absent.result is Result.NOT_PRESENT
     assert absent.ok
+    # Any server answers 404 to anything: that is no evidence that the ConfigMap is gone.
+    for body in ({}, None, {"kind": "Status", "reason": "NotFound"}):
+        unproven = interpret_get(BASE, Response(404, body))
+        assert not isinstance(unproven, Found)
+        assert unproven.result is Result.FAILED
+    wrong = interpret_get(BASE, Response(200, {"kind": "Status", "metadata": {}}))
+    assert not isinstance(wrong, Found)
+    assert wrong.result is Result.FAILED
     denied = interpret_get(BASE, Response(403, {"message": 'User "kcp-admin" cannot get'}))
     assert not isinstance(denied, Found)
     assert denied.result is Result.FORBIDDEN
@@ -334,7 +358,8 @@ def test_delete_options_pin_uid_and_resource_version() -> None:
     ],
 )
 def test_interpret_delete(status: int, result: Result, ok: bool, retry: bool) -> None:
-    outcome = interpret_delete(BASE, FOUND, Response(status, {"message": "x"}))
+    body = not_found("apiexport-identity-cache") if status == 404 else {"message": "x"}
+    outcome = interpret_delete(BASE, FOUND, Response(status, body))
     assert (outcome.result, outcome.ok, outcome.retry) == (result, ok, retry)
     assert outcome.found == FOUND
 
@@ -349,8 +374,10 @@ def test_interpret_delete(status: int, result: Result, ok: bool, retry: bool) ->
     ],
 )
 def test_cleaned_condition(status: int, result: str, truth: bool) -> None:
-    cond = cleaned_condition(interpret_delete(BASE, FOUND, Response(status, {})))
+    body = not_found("apiexport-identity-cache") if status == 404 else {}
+    cond = cleaned_condition(interpret_delete(BASE, FOUND, Response(status, body)), "Secret 's'")
     assert (cond.type, cond.status, cond.reason) == (IDENTITY_CACHE_CLEANED, truth, result)
+    assert cond.message.startswith("Secret 's': ") is not truth
 
 
 @pytest.mark.parametrize(
@@ -362,7 +389,7 @@ def test_cleaned_condition(status: int, result: str, truth: bool) -> None:
             [],
         ),
         (
-            interpret_get(BASE, Response(404, {})),
+            interpret_get(BASE, Response(404, not_found("apiexport-identity-cache"))),
             [f"no apiexport-identity-cache in system:shard on {BASE}"],
             [],
         ),
@@ -400,6 +427,24 @@ def test_clean_shard_reports_unusable_kubeconfigs(kubeconfig: bytes, words: str)
     assert outcome.result is Result.FAILED
     assert words in outcome.message
     assert not outcome.ok
+
+
+@pytest.mark.parametrize(
+    "kubeconfig",
+    [
+        b"users:\n- name: u\n  user: {token: MARKER-tok: x}\n",
+        b"users:\n- name: u\n  user:\n    token: 'MARKER-tok\n",
+        b"clusters:\n- name: c\n  cluster: {server: 'https://a:MARKER-pw@h:6443'}\n"
+        b"contexts:\n- name: x\n  context: {cluster: c}\ncurrent-context: x\n",
+        b"clusters:\n- name: c\n  cluster: {server: 'ftp://a:MARKER-pw@h'}\n"
+        b"contexts:\n- name: x\n  context: {cluster: c}\ncurrent-context: x\n",
+    ],
+)
+def test_kubeconfig_content_never_reaches_the_outcome(kubeconfig: bytes) -> None:
+    outcome = clean_shard(kubeconfig, timeout=0.5)
+    assert not outcome.ok
+    assert "MARKER" not in outcome.message
+    assert "MARKER" not in cleaned_condition(outcome, "Secret 'a'").message
 
 
 def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

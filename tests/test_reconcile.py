@@ -1,11 +1,22 @@
 from __future__ import annotations
 
+import copy
+from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from kcp_shard_operator.model import JSON
-from kcp_shard_operator.reconcile import contains, held_at_running_version, plan
+from kcp_shard_operator.reconcile import (
+    Cause,
+    cause_of,
+    contains,
+    foreign_fields,
+    held_at_running_version,
+    plan,
+    quantity,
+    replacement,
+)
 from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
 from kcp_shard_operator.spec import Shard
 
@@ -164,3 +175,131 @@ def test_waiting_shard_keeps_the_secret_digest_of_its_running_version() -> None:
     decision = plan(wanted, root, observed, RELEASE, read)
     assert decision.waiting is not None
     assert decision.apply == []
+
+
+@pytest.mark.parametrize(
+    ("actual", "desired", "expected"),
+    [
+        ({"limits": {"memory": "1536Mi"}}, {"limits": {"memory": "1.5Gi"}}, True),
+        ({"requests": {"cpu": "2"}}, {"requests": {"cpu": 2}}, True),
+        ({"requests": {"cpu": "500m"}}, {"requests": {"cpu": "0.5"}}, True),
+        ({"requests": {"cpu": "1"}}, {"requests": {"cpu": "500m"}}, False),
+        ({"limits": {"cpu": "1", "memory": "1Gi"}}, {"limits": {"cpu": "1"}}, False),
+    ],
+)
+def test_contains_compares_quantities_by_value(actual: JSON, desired: JSON, expected: bool) -> None:
+    assert contains(actual, desired) is expected
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("2Gi", Decimal(2 * 1024**3)), ("500m", Decimal("0.5")), (3, Decimal(3)), ("1e3", 1000)],
+)
+def test_quantity(text: Any, value: Decimal) -> None:
+    assert quantity(text) == value
+
+
+@pytest.mark.parametrize("text", ["two", "", "1Xi", True, None, 1.5])
+def test_not_a_quantity(text: Any) -> None:
+    assert quantity(text) is None
+
+
+def test_cause_of_a_write() -> None:
+    rendered = render_shard(make(shard_object()), None, RELEASE).deployment
+    changed = render_shard(make(shard_object(extraArgs=["--v=3"])), None, RELEASE).deployment
+    assert cause_of(None, rendered) is Cause.CREATED
+    assert cause_of(rendered, rendered) is Cause.DRIFT
+    assert cause_of(rendered, changed) is Cause.SPEC_CHANGED
+
+
+def managed(manager: str, fields: JSON, subresource: str | None = None) -> JSON:
+    entry: JSON = {"manager": manager, "operation": "Update", "fieldsV1": fields}
+    if subresource:
+        entry["subresource"] = subresource
+    return entry
+
+
+KCP = 'k:{"name":"kcp"}'
+OURS: JSON = {
+    "f:spec": {
+        "f:replicas": {},
+        "f:template": {"f:spec": {"f:containers": {KCP: {".": {}, "f:name": {}, "f:image": {}}}}},
+    }
+}
+
+
+@pytest.mark.parametrize(
+    ("theirs", "foreign"),
+    [
+        ({"f:spec": {"f:replicas": {}}}, []),
+        ({"f:metadata": {"f:annotations": {"f:x": {}}}}, []),
+        (
+            {"f:spec": {"f:template": {"f:metadata": {"f:annotations": {"f:restartedAt": {}}}}}},
+            [],
+        ),
+        (
+            {"f:spec": {"f:template": {"f:spec": {"f:containers": {KCP: {"f:env": {}}}}}}},
+            [f"f:spec.f:template.f:spec.f:containers.{KCP}.f:env"],
+        ),
+        (
+            {
+                "f:spec": {
+                    "f:template": {"f:spec": {"f:containers": {'k:{"name":"sidecar"}': {".": {}}}}}
+                }
+            },
+            ['f:spec.f:template.f:spec.f:containers.k:{"name":"sidecar"}..'],
+        ),
+    ],
+)
+def test_foreign_fields(theirs: JSON, foreign: list[str]) -> None:
+    live = {
+        "metadata": {
+            "managedFields": [
+                managed("kcp-shard-operator", OURS),
+                managed("kubectl-edit", theirs),
+                managed("kube-controller-manager", {"f:status": {"f:x": {}}}, "status"),
+            ]
+        }
+    }
+    assert foreign_fields(live, "kcp-shard-operator") == foreign
+
+
+def test_fields_added_by_hand_are_drift_even_when_the_rest_matches() -> None:
+    shard = make(shard_object())
+    rendered = render_shard(shard, None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: copy.deepcopy(o) for o in rendered.objects}
+    edited = observed["Deployment"]
+    assert edited is not None
+    edited["metadata"]["managedFields"] = [
+        managed(
+            "kubectl-patch",
+            {"f:spec": {"f:template": {"f:spec": {"f:containers": {KCP: {"f:env": {}}}}}}},
+        )
+    ]
+    assert [o["kind"] for o in plan(shard, None, observed, RELEASE).apply] == ["Deployment"]
+
+
+def test_replacement_keeps_allocated_fields_and_foreign_metadata() -> None:
+    service = render_shard(make(shard_object()), None, RELEASE).service
+    live = copy.deepcopy(service)
+    live["metadata"].update(
+        resourceVersion="7",
+        finalizers=["f"],
+        annotations={**live["metadata"]["annotations"], "other": "x"},
+    )
+    live["spec"].update(clusterIP="10.0.0.7", clusterIPs=["10.0.0.7"], sessionAffinity="None")
+    live["spec"]["ports"] = [{"name": "https", "port": 7777}]
+    body = replacement(service, live)
+    assert body["metadata"]["resourceVersion"] == "7"
+    assert body["metadata"]["finalizers"] == ["f"]
+    assert body["metadata"]["annotations"]["other"] == "x"
+    assert body["metadata"]["ownerReferences"] == service["metadata"]["ownerReferences"]
+    assert body["spec"]["clusterIP"] == "10.0.0.7"
+    assert body["spec"]["ports"] == service["spec"]["ports"]
+    assert "sessionAffinity" not in body["spec"]
+
+
+def test_missing_mounted_secrets_are_named() -> None:
+    shard = make(shard_object(tls={"clientCASecretRef": {"name": "ca"}}))
+    assert plan(shard, None, {}, RELEASE, {"ca": ""}).missing_secrets == ["ca"]
+    assert plan(shard, None, {}, RELEASE, {"ca": "5"}).missing_secrets == []

@@ -297,6 +297,18 @@ def test_a_version_change_leaves_service_and_pdb_untouched(kind: str) -> None:
     assert new.deployment["spec"]["template"]["metadata"]["labels"] == labels
 
 
+@pytest.mark.parametrize(
+    ("version", "label"),
+    [("0.33.0", "0.33.0"), ("0.33.0-rc.1", "0.33.0-rc.1"), ("0.33.0-rc-", "0.33.0-rc")],
+)
+def test_version_label_is_a_valid_label_value(version: str, label: str) -> None:
+    rendered = render_shard(make(shard_object(version=version)), None, RELEASE)
+    template = rendered.deployment["spec"]["template"]["metadata"]
+    for labels in (rendered.deployment["metadata"]["labels"], template["labels"]):
+        assert labels["app.kubernetes.io/version"] == label
+    assert template["annotations"][VERSION_ANNOTATION] == version
+
+
 def test_build_metadata_stays_out_of_label_values() -> None:
     obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-b1"})
     rendered = render_shard(make(obj), None, RELEASE)

@@ -19,10 +19,10 @@ def test_defaults() -> None:
     assert spec.extra_args == []
 
 
-def test_replicas_default_is_two() -> None:
-    obj = shard_object(etcd={"endpoints": ["https://etcd:2379"]})
+def test_minimal_shard_is_valid_with_one_replica() -> None:
+    obj = shard_object()
     del obj["spec"]["replicas"]
-    assert make(obj).spec.replicas == 2
+    assert make(obj).spec.replicas == 1
 
 
 def test_image_tag_override() -> None:
@@ -47,7 +47,43 @@ def test_namespace_defaults_to_default() -> None:
         (shard_object(replicas="2"), "spec.replicas", "must be an integer"),
         (shard_object(replicas=True), "spec.replicas", "must be an integer"),
         (shard_object(replicas=3), "spec", "needs spec.etcd.endpoints"),
+        (shard_object(replicas=11), "spec.replicas", "at most 10"),
         (shard_object(extraArgs="--v=2"), "spec.extraArgs", "must be a list"),
+        (shard_object(extraArgs=["--v=2"] * 65), "spec.extraArgs", "at most 64 item"),
+        (shard_object(extraArgs=["--x=" + "a" * 1021]), "spec.extraArgs[0]", "at most 1024"),
+        (shard_object(version="0.33.0-" + "a" * 60), "spec.version", "at most 63"),
+        (shard_object("s" * 60), "metadata.name", "at most 59"),
+        (shard_object("shard.one"), "metadata.name", "DNS-1035"),
+        (shard_object("1shard"), "metadata.name", "DNS-1035"),
+        (shard_object(resources={"limit": {}}), "spec.resources.limit", "unknown field"),
+        (
+            shard_object(resources={"limits": {"cpu": "two"}}),
+            "spec.resources.limits.cpu",
+            "not a quantity",
+        ),
+        (shard_object(resources={"requests": []}), "spec.resources.requests", "must be an object"),
+        (shard_object(nodeSelector={"pool": "a b"}), "spec.nodeSelector.pool", "label value"),
+        (
+            shard_object(tolerations=[{"key": "k", "operator": "Maybe"}]),
+            "spec.tolerations[0].operator",
+            "one of",
+        ),
+        (
+            shard_object(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]),
+            "spec.tolerations[0].value",
+            "operator Exists has no value",
+        ),
+        (shard_object(tolerations=[{"value": "v"}]), "spec.tolerations[0]", "needs operator"),
+        (
+            shard_object(tolerations=[{"key": "k", "tolerationSeconds": "5"}]),
+            "spec.tolerations[0].tolerationSeconds",
+            "must be an integer",
+        ),
+        (
+            shard_object(tolerations=[{"key": "k", "colour": 1}]),
+            "spec.tolerations[0].colour",
+            "unknown",
+        ),
         (shard_object(extraArgs=[1]), "spec.extraArgs[0]", "must be a string"),
         (shard_object(bogus=1), "spec.bogus", "unknown field"),
         (shard_object(image={"pullPolicy": "Sometimes"}), "spec.image.pullPolicy", "one of"),
@@ -70,6 +106,22 @@ def test_validation_errors(obj: dict[str, Any], path: str, fragment: str) -> Non
         make(obj)
     assert caught.value.path == path
     assert fragment in caught.value.message
+
+
+def test_valid_free_form_fields_pass() -> None:
+    spec = make(
+        shard_object(
+            version="0.34.0-rc.1+build.7",
+            image={"tag": "v0.34.0-rc.1-b7"},
+            resources={"limits": {"cpu": 2, "memory": "1.5Gi"}, "requests": {"cpu": "500m"}},
+            tolerations=[
+                {"operator": "Exists"},
+                {"key": "k", "value": "v", "effect": "NoSchedule"},
+            ],
+            nodeSelector={"pool": "kcp_1.a"},
+        )
+    ).spec
+    assert spec.resources == {"limits": {"cpu": 2, "memory": "1.5Gi"}, "requests": {"cpu": "500m"}}
 
 
 def test_missing_spec_and_name() -> None:

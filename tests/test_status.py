@@ -9,6 +9,7 @@ from kcp_shard_operator.render import VERSION_ANNOTATION
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import (
     Observation,
+    change_event,
     condition,
     events_between,
     invalid_status,
@@ -184,3 +185,85 @@ def test_events_between() -> None:
     assert [(e.type, e.reason) for e in events_between(ready, dropped)] == [
         ("Warning", "IgnoredByKcpVersion")
     ]
+
+
+UNSCHEDULABLE = {
+    "metadata": {"name": "root-kcp-1"},
+    "status": {
+        "conditions": [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": "Unschedulable",
+                "message": "0/3 nodes are available",
+            }
+        ]
+    },
+}
+PULL_FAILS = {
+    "metadata": {"name": "root-kcp-2"},
+    "status": {
+        "containerStatuses": [
+            {"name": "kcp", "state": {"waiting": {"reason": "ImagePullBackOff", "message": "m"}}}
+        ]
+    },
+}
+REPLICA_FAILURE: dict[str, Any] = {
+    "conditions": [
+        {"type": "ReplicaFailure", "status": "True", "reason": "FailedCreate", "message": "quota"}
+    ]
+}
+
+
+@pytest.mark.parametrize(
+    ("seen", "reason", "words", "phase"),
+    [
+        (
+            Observation(deployment(), apply_errors=["Deployment root-kcp: 422 Invalid: bad"]),
+            "ApplyFailed",
+            "Deployment root-kcp: 422 Invalid: bad",
+            "Degraded",
+        ),
+        (
+            Observation(deployment(), missing_secrets=["ca", "tls"]),
+            "SecretNotFound",
+            "not found: ca, tls",
+            "Ready",
+        ),
+        (
+            Observation(deployment(availableReplicas=0), pods=[UNSCHEDULABLE, PULL_FAILS]),
+            "PodsNotRunning",
+            "pod root-kcp-1 cannot be scheduled: 0/3 nodes are available; "
+            "pod root-kcp-2 container kcp: ImagePullBackOff: m",
+            "Progressing",
+        ),
+        (
+            Observation(deployment(availableReplicas=0, **REPLICA_FAILURE)),
+            "ReplicaFailure",
+            "pods cannot be created: quota",
+            "Progressing",
+        ),
+    ],
+)
+def test_problems_make_the_shard_degraded(
+    seen: Observation, reason: str, words: str, phase: str
+) -> None:
+    status = shard_status(make(shard_object()), seen, NOW)
+    degraded = condition(status, "Degraded")
+    assert degraded is not None
+    assert (degraded["status"], degraded["reason"]) == ("True", reason)
+    assert words in degraded["message"]
+    assert status["phase"] == phase
+    events = events_between(None, status)
+    assert ("Warning", reason) in [(e.type, e.reason) for e in events]
+
+
+def test_change_events_tell_drift_from_spec_changes() -> None:
+    drift = change_event("Deployment", "root-kcp", "Drift", 3)
+    spec = change_event("Deployment", "root-kcp", "SpecChanged", 3)
+    assert drift is not None
+    assert spec is not None
+    assert (drift.reason, spec.reason) == ("Updated", "Configured")
+    assert "brought back to the rendered state" in drift.message
+    assert "generation 3" in spec.message
+    assert change_event("Service", "root-kcp", "Created", 1) is None

@@ -63,6 +63,14 @@ def register(commands: Any) -> None:
         "pause (default: random, as kopf pauses all replicas of equal priority)",
     )
     parser.add_argument(
+        "--peering-lifetime",
+        type=int,
+        default=handlers.PEERING_LIFETIME_SECONDS,
+        help="seconds a replica's peering record stays valid without a keep-alive: another "
+        "replica takes over at most this long after the active one crashed (kopf's default is "
+        f"60; default {handlers.PEERING_LIFETIME_SECONDS}, at least 10)",
+    )
+    parser.add_argument(
         "--identity-cache-cleanup",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -86,8 +94,11 @@ def run(args: argparse.Namespace) -> int:
         release = deprecating_release(args)
     except InvalidVersionError as err:
         raise SystemExit(f"error: --root-shard-flag-removed-in: {err}") from err
+    if args.peering_lifetime < 10:
+        raise SystemExit("error: --peering-lifetime must be at least 10 seconds")
     settings = handlers.Settings(
         deprecating_release=release,
+        peering_lifetime=args.peering_lifetime,
         identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
     )
     kopf.configure(

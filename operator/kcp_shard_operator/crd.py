@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kcp_shard_operator import API_GROUP, API_VERSION
 from kcp_shard_operator.model import JSON, object_schema
-from kcp_shard_operator.spec import SPEC_RULES, ShardSpec
+from kcp_shard_operator.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
 
 PLURAL = "shards"
 KIND = "Shard"
@@ -92,6 +92,15 @@ def shard_crd() -> JSON:
                             "type": "object",
                             "description": "A kcp shard run by kcp-shard-operator.",
                             "required": ["spec"],
+                            "x-kubernetes-validations": [
+                                {
+                                    "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH} && "
+                                    f"self.metadata.name.matches('{NAME_PATTERN}')",
+                                    "message": f"metadata.name must be a DNS-1035 label of at "
+                                    f"most {MAX_NAME_LENGTH} characters: the Shard's Service "
+                                    "is <name>-kcp",
+                                }
+                            ],
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},

@@ -1,4 +1,4 @@
-"""kopf handlers: read, call the core, write. No decisions are made here."""
+"""kopf handlers: read, call the core, write; one child's write falls back step by step."""
 
 from __future__ import annotations
 
@@ -12,21 +12,31 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import kopf
+from kubernetes.client.exceptions import ApiException
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
 from kcp_shard_operator.cache import Store
-from kcp_shard_operator.kube import SHARD_API_VERSION, Kube
+from kcp_shard_operator.kube import SHARD_API_VERSION, APIError, Kube, error_message
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.reconcile import plan
-from kcp_shard_operator.render import child_name
+from kcp_shard_operator.reconcile import (
+    RECREATABLE_KINDS,
+    cause_of,
+    contains,
+    foreign_fields,
+    plan,
+    replacement,
+)
+from kcp_shard_operator.render import child_name, selector_labels
 from kcp_shard_operator.shardclient import clean_shard
 from kcp_shard_operator.spec import Shard, parse_shard
 from kcp_shard_operator.status import (
     IDENTITY_CACHE_CLEANED,
     Condition,
     Observation,
+    change_event,
     events_between,
     invalid_status,
+    rollout_complete,
     shard_status,
 )
 from kcp_shard_operator.versions import Version
@@ -38,6 +48,9 @@ CHILD_KINDS = (
 )
 RESYNC_SECONDS = 30.0
 FINALIZER = f"{API_GROUP}/finalizer"
+PEERING_LIFETIME_SECONDS = 15
+"""Keep-alives go out every lifetime minus 5-10 s, so a crashed replica is replaced within it."""
+UNCHANGED = "unchanged"
 Logger = logging.Logger | logging.LoggerAdapter[Any]
 
 
@@ -47,6 +60,7 @@ class Settings:
 
     deprecating_release: Version
     identity_cache_cleanup: bool = True
+    peering_lifetime: int = PEERING_LIFETIME_SECONDS
 
 
 @dataclass
@@ -103,18 +117,30 @@ def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
 
 
 def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
-    """One level-triggered pass over a Shard: children first, then status."""
+    """One level-triggered pass over a Shard: children first, then status.
+
+    A refusal or an unreachable API server ends the pass with one log line (and, when the
+    status can still be written, ``Degraded``), never with a traceback retried by kopf.
+    """
     with ctx.lock(namespace, name):
-        obj = _get_shard(ctx, namespace, name)
-        if obj is None or obj["metadata"].get("deletionTimestamp"):
-            return
-        release = ctx.settings.deprecating_release
-        generation = int(obj["metadata"].get("generation", 0))
         try:
-            shard = parse_shard(obj, release)
-        except SpecError as err:
-            _write_status(ctx, obj, invalid_status(obj.get("status"), generation, str(err), _now()))
-            return
+            _reconcile(ctx, namespace, name, logger)
+        except APIError as err:
+            logger.error("pass over Shard %s/%s stopped: %s", namespace, name, error_message(err))
+
+
+def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+    obj = _get_shard(ctx, namespace, name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return
+    release = ctx.settings.deprecating_release
+    generation = int(obj["metadata"].get("generation", 0))
+    try:
+        shard = parse_shard(obj, release)
+    except SpecError as err:
+        _write_status(ctx, obj, invalid_status(obj.get("status"), generation, str(err), _now()))
+        return
+    try:
         root = _root_of(ctx, shard)
         observed = {
             kind: _read(ctx, api, kind, namespace, child_name(shard))
@@ -128,37 +154,102 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             )
             for name in shard.spec.secret_names
         }
-        decision = plan(shard, root, observed, release, revisions)
-        for child in decision.apply:
-            existed = observed.get(child["kind"]) is not None
-            applied = ctx.kube.apply(child)
-            ctx.store.put(child["kind"], applied)
-            observed[child["kind"]] = applied
-            logger.info("applied %s %s", child["kind"], child["metadata"]["name"])
-            if existed:
-                kopf.event(
-                    cast(kopf.Body, obj),
-                    type="Normal",
-                    reason="Updated",
-                    message=f"{child['kind']} {child['metadata']['name']} brought back to the "
-                    "rendered state",
-                )
-        if decision.delete_pdb:
+    except APIError as err:
+        seen = Observation(
+            deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
+        )
+        _write_status(ctx, obj, shard_status(shard, seen, _now()))
+        return
+    decision = plan(shard, root, observed, release, revisions)
+    failures: list[str] = []
+    for child in decision.apply:
+        kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
+        live = observed.get(kind)
+        cause = cause_of(live, child)
+        try:
+            written, how = _write_child(ctx, child, live)
+        except APIError as err:
+            failures.append(f"{child_ref}: {error_message(err)}")
+            logger.warning("could not write %s: %s", child_ref, error_message(err))
+            continue
+        observed[kind] = written
+        if how == UNCHANGED:
+            continue
+        ctx.store.put(kind, written)
+        logger.info("%s %s (%s)", how, child_ref, cause.value)
+        event = change_event(kind, child["metadata"]["name"], cause.value, generation)
+        if event is not None:
+            kopf.event(
+                cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message
+            )
+    if decision.delete_pdb:
+        try:
             ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
             ctx.store.deleted("PodDisruptionBudget", namespace, child_name(shard))
-        seen = Observation(
-            deployment=observed.get("Deployment"),
-            error=decision.error,
-            error_reason=decision.error_reason,
-            waiting=decision.waiting,
-            dropped_args=decision.dropped_args,
-            unused_refs=decision.unused_refs,
-        )
-        status = shard_status(shard, seen, _now())
-        cleaned = _clean_identity_cache(ctx, replace(shard, status=status), logger)
-        if cleaned is not None:
-            status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
-        _write_status(ctx, obj, status)
+        except APIError as err:
+            failures.append(f"PodDisruptionBudget {child_name(shard)}: {error_message(err)}")
+    deployment = observed.get("Deployment")
+    pods = [] if deployment is None or rollout_complete(deployment) else _pods(ctx, shard)
+    seen = Observation(
+        deployment=deployment,
+        error=decision.error,
+        error_reason=decision.error_reason,
+        waiting=decision.waiting,
+        dropped_args=decision.dropped_args,
+        unused_refs=decision.unused_refs,
+        apply_errors=failures,
+        missing_secrets=decision.missing_secrets,
+        pods=pods,
+    )
+    status = shard_status(shard, seen, _now())
+    cleaned = _clean_identity_cache(ctx, replace(shard, status=status), logger)
+    if cleaned is not None:
+        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
+    _write_status(ctx, obj, status)
+
+
+def _pods(ctx: Context, shard: Shard) -> list[JSON]:
+    selector = ",".join(f"{key}={value}" for key, value in selector_labels(shard).items())
+    return ctx.kube.list("v1", "Pod", shard.namespace, label_selector=selector)
+
+
+def _write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str]:
+    """Bring one child to ``child``: apply, retried once; else replace; else recreate.
+
+    Returns the object as written and how. Spec fields another manager added are put
+    back by a replace at once (server-side apply would keep them).
+    """
+    if live is not None and foreign_fields(live, FIELD_MANAGER):
+        body = replacement(child, live)
+        if contains(live, child):
+            # Fields set to what the server would default them to anyway: nothing to put back.
+            preview = ctx.kube.replace(body, dry_run=True)
+            if preview.get("spec") == live.get("spec"):
+                return live, UNCHANGED
+        return ctx.kube.replace(body), "replaced"
+    try:
+        try:
+            applied = ctx.kube.apply(child)
+        except ApiException:
+            applied = ctx.kube.apply(child)
+    except ApiException:
+        if live is None:
+            raise
+        return _fall_back(ctx, child, live)
+    if not contains(applied, child):
+        return ctx.kube.replace(replacement(child, applied)), "replaced"
+    return applied, "applied"
+
+
+def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
+    try:
+        return ctx.kube.replace(replacement(child, live)), "replaced"
+    except ApiException:
+        if child["kind"] not in RECREATABLE_KINDS:
+            raise
+    meta = child["metadata"]
+    ctx.kube.delete(child["apiVersion"], child["kind"], meta["namespace"], meta["name"])
+    return ctx.kube.apply(child), "recreated"
 
 
 def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Condition | None:
@@ -173,7 +264,15 @@ def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditi
         return None
     ref = shard.spec.admin_kubeconfig_secret_ref
     assert ref is not None
-    kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    try:
+        kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    except APIError as err:
+        return Condition(
+            IDENTITY_CACHE_CLEANED,
+            False,
+            "APIError",
+            f"reading Secret {ref.name!r} (spec.adminKubeconfigSecretRef): {error_message(err)}",
+        )
     if kubeconfig is None:
         return Condition(
             IDENTITY_CACHE_CLEANED,
@@ -188,7 +287,9 @@ def _clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditi
         ctx.cleanup_failures[shard.key] = (failures + 1, time.monotonic() + delay)
     else:
         ctx.cleanup_failures.pop(shard.key, None)
-    return identitycache.cleaned_condition(outcome)
+    return identitycache.cleaned_condition(
+        outcome, f"kubeconfig in key {ref.key!r} of Secret {ref.name!r}"
+    )
 
 
 def _root_of(ctx: Context, shard: Shard) -> Shard | None:
@@ -320,7 +421,8 @@ def on_secret_event(
         reconcile(ctx, namespace, shard, logger)
 
 
-def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
+    settings.peering.lifetime = _context(memo).settings.peering_lifetime
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"

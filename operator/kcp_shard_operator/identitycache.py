@@ -141,15 +141,17 @@ class ShardTarget:
 def base_url(server: str) -> str:
     """The shard's base URL: ``server`` without a ``/clusters/...`` suffix or trailing slash."""
     parts = urlsplit(server.strip())
-    if parts.scheme not in ("https", "http") or not parts.netloc:
-        raise KubeconfigError(f"server {server!r} is not an http(s) URL")
+    # The URL itself is not echoed: it may carry a password (user:password@host).
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.scheme not in ("https", "http") or not netloc:
+        raise KubeconfigError("the cluster's server is not an http(s) URL")
     path = parts.path
     marker = path.find("/clusters/")
     if marker >= 0:
         path = path[:marker]
     elif path.endswith("/clusters"):
         path = path[: -len("/clusters")]
-    return urlunsplit((parts.scheme, parts.netloc, path.rstrip("/"), "", ""))
+    return urlunsplit((parts.scheme, netloc, path.rstrip("/"), "", ""))
 
 
 def cluster_path(base: str, cluster: str, api_path: str) -> str:
@@ -339,6 +341,26 @@ def forbidden(base: str, response: Response) -> Outcome:
     )
 
 
+def _not_found(response: Response, name: str) -> bool:
+    """A 404 that is the API server's own answer about ``name``, not any server's 404."""
+    body = response.body or {}
+    details = body.get("details") or {}
+    return (
+        response.status == 404
+        and body.get("kind") == "Status"
+        and body.get("reason") == "NotFound"
+        and details.get("name") == name
+    )
+
+
+def _no_evidence(base: str, what: str, response: Response) -> Outcome:
+    return Outcome(
+        Result.FAILED,
+        f"{what} on {base}: HTTP {response.status} without the Kubernetes Status a kcp shard "
+        "answers with; is this the shard's own URL?",
+    )
+
+
 def _unexpected(base: str, what: str, response: Response) -> Outcome:
     if response.status in (401, 403):
         return forbidden(base, response)
@@ -352,10 +374,12 @@ def interpret_root_probe(base: str, response: Response) -> Outcome | None:
 
     Only the root shard stores the ``root`` logical cluster: kcp bootstraps its LogicalCluster
     ``cluster`` (type ``root:root``) on the shard named ``root`` alone. On any other shard
-    the object is not found.
+    the object is not found, which only a Kubernetes NotFound Status about it proves.
     """
-    if response.status == 404:
+    if _not_found(response, "cluster"):
         return None
+    if response.status == 404:
+        return _no_evidence(base, "checking for a root shard", response)
     if response.status == 200:
         kind = ((response.body or {}).get("metadata", {}).get("annotations") or {}).get(
             ROOT_TYPE_ANNOTATION, "unknown"
@@ -371,13 +395,17 @@ def interpret_root_probe(base: str, response: Response) -> Outcome | None:
 
 def interpret_get(base: str, response: Response) -> Found | Outcome:
     """The ConfigMap found by a GET, or the final outcome when there is nothing to delete."""
-    if response.status == 404:
+    if _not_found(response, CONFIGMAP_NAME):
         return Outcome(
             Result.NOT_PRESENT, f"no {CONFIGMAP_NAME} in {SYSTEM_SHARD_CLUSTER} on {base}"
         )
+    if response.status == 404:
+        return _no_evidence(base, f"reading {CONFIGMAP_NAME}", response)
     if response.status != 200 or not response.body:
         return _unexpected(base, f"reading {CONFIGMAP_NAME}", response)
     meta = response.body.get("metadata") or {}
+    if response.body.get("kind") != "ConfigMap" or meta.get("name") != CONFIGMAP_NAME:
+        return _no_evidence(base, f"reading {CONFIGMAP_NAME}", response)
     data = response.body.get("data") or {}
     return Found(
         uid=str(meta.get("uid", "")),
@@ -398,7 +426,7 @@ def delete_options(found: Found) -> JSON:
 def interpret_delete(base: str, found: Found, response: Response) -> Outcome:
     if response.status in (200, 202):
         return Outcome(Result.DELETED, f"deleted {found.describe()} on {base}", found)
-    if response.status == 404:
+    if _not_found(response, CONFIGMAP_NAME):
         return Outcome(
             Result.NOT_PRESENT, f"{CONFIGMAP_NAME} was deleted by someone else on {base}", found
         )
@@ -422,9 +450,13 @@ def unreachable(base: str, reason: str) -> Outcome:
     return Outcome(Result.SHARD_UNREACHABLE, f"cannot reach {base}: {reason}")
 
 
-def cleaned_condition(outcome: Outcome) -> Condition:
-    """``IdentityCacheCleaned`` for an operator pass that ended with ``outcome``."""
-    return Condition(IDENTITY_CACHE_CLEANED, outcome.ok, outcome.result.value, outcome.message)
+def cleaned_condition(outcome: Outcome, source: str) -> Condition:
+    """``IdentityCacheCleaned`` for an operator pass that ended with ``outcome``.
+
+    ``source`` names where the kubeconfig came from (Secret and key, never its content).
+    """
+    message = outcome.message if outcome.ok else f"{source}: {outcome.message}"
+    return Condition(IDENTITY_CACHE_CLEANED, outcome.ok, outcome.result.value, message)
 
 
 RETRY_BASE_SECONDS = 30.0

@@ -37,7 +37,11 @@ def field(
     default_factory: Any = dataclasses.MISSING,
     **schema: Any,
 ) -> Any:
-    """A dataclass field with its JSON name, description and extra schema keywords."""
+    """A dataclass field with its JSON name, description and extra schema keywords.
+
+    ``openapi=...`` replaces the schema derived from the type hint (for free-form JSON
+    fields whose shape the CRD still constrains); the other keywords are added to it.
+    """
     metadata = {"json": json_name, "description": description, "schema": schema}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
@@ -92,9 +96,9 @@ def object_schema(cls: type) -> JSON:
     required: list[str] = []
     for f, hint in _fields(cls):
         meta = f.metadata
-        prop = schema_of(hint)
-        prop["description"] = meta["description"]
-        prop.update(meta["schema"])
+        keywords = dict(meta["schema"])
+        prop = keywords.pop("openapi", None) or schema_of(hint)
+        prop = {**prop, "description": meta["description"], **keywords}
         if f.default not in (dataclasses.MISSING, None):
             prop["default"] = f.default
         properties[meta["json"]] = prop
@@ -141,8 +145,14 @@ def _parse_value(hint: Any, value: Any, path: str) -> Any:
 def _check_keywords(value: Any, keywords: Mapping[str, Any], path: str) -> None:
     if "minimum" in keywords and value < keywords["minimum"]:
         raise SpecError(path, f"must be at least {keywords['minimum']}, got {value}")
+    if "maximum" in keywords and value > keywords["maximum"]:
+        raise SpecError(path, f"must be at most {keywords['maximum']}, got {value}")
     if "minLength" in keywords and len(value) < keywords["minLength"]:
         raise SpecError(path, "must not be empty")
+    if "maxLength" in keywords and len(value) > keywords["maxLength"]:
+        raise SpecError(path, f"must be at most {keywords['maxLength']} characters long")
+    if "maxItems" in keywords and len(value) > keywords["maxItems"]:
+        raise SpecError(path, f"must have at most {keywords['maxItems']} item(s)")
     if "minItems" in keywords and len(value) < keywords["minItems"]:
         raise SpecError(path, f"must have at least {keywords['minItems']} item(s)")
     if "pattern" in keywords and re.search(keywords["pattern"], value) is None:

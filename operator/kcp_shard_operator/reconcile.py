@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from decimal import Decimal, InvalidOperation
+from enum import Enum
 from typing import Any
 
+from kcp_shard_operator import FIELD_MANAGER
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import render_shard
+from kcp_shard_operator.render import HASH_ANNOTATION, render_shard, secret_names
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import deployed_version
 from kcp_shard_operator.versions import InvalidVersionError, Version
@@ -24,6 +28,7 @@ class Plan:
     error_reason: str = "InvalidSpec"
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
+    missing_secrets: list[str] = field(default_factory=list)
 
 
 def root_status_version(root: Shard) -> Version | None:
@@ -76,9 +81,18 @@ def plan(
             rendered = render_shard(held, root, deprecating_release, secret_revisions)
         except SpecError:
             return Plan(waiting=waiting)
-    drifted = [obj for obj in rendered.objects if not contains(observed.get(obj["kind"]), obj)]
+    drifted = [
+        obj
+        for obj in rendered.objects
+        if not contains(observed.get(obj["kind"]), obj)
+        or foreign_fields(observed.get(obj["kind"]) or {}, FIELD_MANAGER)
+    ]
+    mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
     return Plan(
         apply=drifted,
+        missing_secrets=[]
+        if secret_revisions is None
+        else [name for name in mounted if not secret_revisions.get(name)],
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         waiting=waiting,
         dropped_args=[] if waiting else rendered.dropped_args,
@@ -104,14 +118,22 @@ def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | No
     return replace(shard, spec=replace(shard.spec, version=running, image=image))
 
 
+QUANTITY_MAPS = frozenset({"limits", "requests"})
+"""Keys whose values are quantities, which the server stores canonically (2Gi, 500m)."""
+
+
 def contains(actual: Any, desired: Any) -> bool:
     """Whether ``actual`` already holds every value of ``desired``.
 
-    Lists must match item by item; fields only the server sets are ignored.
+    Lists must match item by item; fields only the server sets are ignored; quantities
+    match by value (the server stores ``1.5Gi`` as ``1536Mi``).
     """
     if isinstance(desired, dict):
         return isinstance(actual, dict) and all(
-            contains(actual.get(key), value) for key, value in desired.items()
+            _same_quantity(actual.get(key), value)
+            if isinstance(value, dict) and key in QUANTITY_MAPS
+            else contains(actual.get(key), value)
+            for key, value in desired.items()
         )
     if isinstance(desired, list):
         return (
@@ -120,3 +142,129 @@ def contains(actual: Any, desired: Any) -> bool:
             and all(contains(a, d) for a, d in zip(actual, desired, strict=True))
         )
     return bool(actual == desired)
+
+
+_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([KMGTPE]i|[numkMGTPE])?$")
+_SUFFIX = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+    **{f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")},
+}
+
+
+def quantity(value: Any) -> Decimal | None:
+    """The value of a Kubernetes quantity (``500m``, ``2Gi``, ``3``), or None."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        return None
+    match = _QUANTITY.match(str(value))
+    if match is None:
+        return None
+    try:
+        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
+    except InvalidOperation:
+        return None
+
+
+def _same_quantity(actual: Any, desired: JSON) -> bool:
+    """Whether the quantities in ``actual`` equal those of ``desired`` by value."""
+    if not isinstance(actual, dict) or set(actual) != set(desired):
+        return False
+    return all(
+        actual[name] == value
+        or (quantity(value) is not None and quantity(value) == quantity(actual[name]))
+        for name, value in desired.items()
+    )
+
+
+class Cause(Enum):
+    """Why a child is written: it is new, the rendering changed, or someone edited it."""
+
+    CREATED = "Created"
+    SPEC_CHANGED = "SpecChanged"
+    DRIFT = "Drift"
+
+
+def cause_of(live: JSON | None, desired: JSON) -> Cause:
+    """Drift when the live child carries the hash of this very rendering, else a spec change."""
+    if live is None:
+        return Cause.CREATED
+    hashes = [
+        (obj.get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
+        for obj in (live, desired)
+    ]
+    return Cause.DRIFT if hashes[0] == hashes[1] else Cause.SPEC_CHANGED
+
+
+TEMPLATE_ANNOTATIONS = ("f:spec", "f:template", "f:metadata", "f:annotations")
+"""Left to others: ``kubectl rollout restart`` marks the pod template there."""
+
+
+def _field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
+    """The leaf paths of a managedFields ``fieldsV1`` set."""
+    if not isinstance(fields, dict) or not fields:
+        return {prefix}
+    paths: set[tuple[str, ...]] = set()
+    for key, sub in fields.items():
+        paths |= _field_paths(sub, (*prefix, key))
+    return paths
+
+
+def foreign_fields(live: JSON, manager: str) -> list[str]:
+    """Spec fields of ``live`` that another field manager set and ``manager`` does not own.
+
+    Server-side apply never removes what another manager added (a sidecar, an env var, a
+    port from ``kubectl edit``); only a full replace does.
+    """
+    ours: set[tuple[str, ...]] = set()
+    theirs: set[tuple[str, ...]] = set()
+    for entry in live.get("metadata", {}).get("managedFields") or []:
+        if entry.get("subresource"):
+            continue
+        paths = _field_paths(entry.get("fieldsV1") or {})
+        if entry.get("manager") == manager:
+            ours |= paths
+        else:
+            theirs |= paths
+    return sorted(
+        ".".join(path)
+        for path in theirs - ours
+        if path[:1] == ("f:spec",) and path[:4] != TEMPLATE_ANNOTATIONS
+    )
+
+
+# Allocated by the API server and immutable: a replace must carry them over.
+_ALLOCATED_SPEC_FIELDS = {"Service": ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")}
+RECREATABLE_KINDS = frozenset({"Service", "PodDisruptionBudget"})
+"""Kinds the operator may delete and create again when neither apply nor replace works."""
+
+
+def replacement(desired: JSON, live: JSON) -> JSON:
+    """The body of a full replace (PUT) of ``live`` with ``desired``.
+
+    The spec is exactly the rendering; metadata keeps what others put there (the
+    Deployment controller's revision annotation, finalizers) and the resourceVersion
+    guards against a concurrent change.
+    """
+    old = live.get("metadata", {})
+    new = desired["metadata"]
+    metadata: JSON = {
+        **new,
+        "resourceVersion": old.get("resourceVersion"),
+        "labels": {**(old.get("labels") or {}), **(new.get("labels") or {})},
+        "annotations": {**(old.get("annotations") or {}), **(new.get("annotations") or {})},
+    }
+    if old.get("finalizers"):
+        metadata["finalizers"] = old["finalizers"]
+    spec = dict(desired.get("spec") or {})
+    for key in _ALLOCATED_SPEC_FIELDS.get(desired["kind"], ()):
+        if (live.get("spec") or {}).get(key) is not None:
+            spec[key] = live["spec"][key]
+    return {**desired, "metadata": metadata, "spec": spec}

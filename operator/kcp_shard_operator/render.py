@@ -71,10 +71,16 @@ def labels(shard: Shard, root_name: str | None, *, versioned: bool = False) -> d
         "app.kubernetes.io/managed-by": FIELD_MANAGER,
     }
     if versioned:
-        result["app.kubernetes.io/version"] = str(shard.spec.kcp_version)
+        result["app.kubernetes.io/version"] = version_label(shard.spec.kcp_version)
     if root_name:
         result[ROOT_SHARD_LABEL] = root_name
     return result
+
+
+def version_label(version: Version) -> str:
+    """``version`` as a label value: without build metadata (``+`` is not allowed there)
+    and without a trailing ``-`` (a pre-release may end in one, a label value may not)."""
+    return str(version).rstrip("-")
 
 
 def service_url(shard: Shard) -> str:

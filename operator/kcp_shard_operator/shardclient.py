@@ -110,13 +110,23 @@ def ssl_context(target: ShardTarget) -> ssl.SSLContext:
     return context
 
 
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """Answers a redirect with its own 3xx: credentials never follow it to another origin."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
 class ShardClient:
-    """JSON requests to one shard with the target's credentials."""
+    """JSON requests to one shard with the target's credentials; redirects are not followed."""
 
     def __init__(self, target: ShardTarget, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.target = target
         self.timeout = timeout
         self._context = ssl_context(target) if target.base_url.startswith("https") else None
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=self._context), _NoRedirects()
+        )
         token = target.token
         if not token and target.token_file:
             token = Path(target.token_file).read_text().strip()
@@ -132,9 +142,7 @@ class ShardClient:
             headers["Content-Type"] = "application/json"
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
-            with urllib.request.urlopen(
-                request, timeout=self.timeout, context=self._context
-            ) as answer:
+            with self._opener.open(request, timeout=self.timeout) as answer:
                 return Response(answer.status, _json(answer.read()))
         except urllib.error.HTTPError as err:
             return Response(err.code, _json(err.read()))
@@ -182,7 +190,10 @@ def load_target(
     try:
         parsed = yaml.safe_load(kubeconfig)
     except yaml.YAMLError as err:
-        raise KubeconfigError(f"not valid YAML: {err}") from err
+        # The parser's message quotes the offending text, which may be a token: position only.
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        raise KubeconfigError(f"not valid YAML{where}") from None
     folder = PurePosixPath(base_dir) if base_dir is not None else None
     return target_from_kubeconfig(parsed, context, folder)
 

@@ -6,6 +6,7 @@ the CEL rules here are the cluster-side twins of :func:`validate`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,8 +22,65 @@ from kcp_shard_operator.versions import (
 )
 
 DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
-DEFAULT_REPLICAS = 2
+DEFAULT_REPLICAS = 1
+MAX_REPLICAS = 10
+MAX_EXTRA_ARGS = 64
+MAX_ARG_LENGTH = 1024
 KUBECONFIG_KEY = "kubeconfig"
+# Children are named <name>-kcp; a Service name is a DNS-1035 label of at most 63 characters.
+NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+MAX_NAME_LENGTH = 63 - len("-kcp")
+# The version goes into the app.kubernetes.io/version label (at most 63 characters).
+MAX_VERSION_LENGTH = 63
+LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+QUANTITY_PATTERN = (
+    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
+    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
+)
+QUANTITY_SCHEMA: JSON = {
+    "anyOf": [{"type": "integer"}, {"type": "string"}],
+    "pattern": QUANTITY_PATTERN,
+    "x-kubernetes-int-or-string": True,
+}
+RESOURCES_SCHEMA: JSON = {
+    "type": "object",
+    "properties": {
+        "limits": {"type": "object", "additionalProperties": QUANTITY_SCHEMA},
+        "requests": {"type": "object", "additionalProperties": QUANTITY_SCHEMA},
+        "claims": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string"}, "request": {"type": "string"}},
+            },
+        },
+    },
+}
+TOLERATION_OPERATORS = ["Exists", "Equal"]
+TOLERATION_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
+TOLERATION_SCHEMA: JSON = {
+    "type": "object",
+    "properties": {
+        "key": {"type": "string"},
+        "operator": {"type": "string", "enum": TOLERATION_OPERATORS},
+        "value": {"type": "string"},
+        "effect": {"type": "string", "enum": TOLERATION_EFFECTS},
+        "tolerationSeconds": {"type": "integer", "format": "int64"},
+    },
+    "x-kubernetes-validations": [
+        {
+            "rule": "!has(self.operator) || self.operator != 'Exists' || "
+            "!has(self.value) || self.value == ''",
+            "message": "a toleration with operator Exists has no value",
+        },
+        {
+            "rule": "(has(self.key) && self.key != '') || "
+            "(has(self.operator) && self.operator == 'Exists')",
+            "message": "a toleration without a key needs operator Exists",
+        },
+    ],
+}
 CA_KEY = "ca.crt"
 
 
@@ -150,9 +208,16 @@ class ShardSpec:
         "version",
         "kcp version, semver without a leading v (e.g. 0.32.3).",
         pattern=VERSION_PATTERN,
+        maxLength=MAX_VERSION_LENGTH,
     )
     image: ImageSpec = field("image", "Container image.", default_factory=ImageSpec)
-    replicas: int = field("replicas", "Number of kcp pods.", default=DEFAULT_REPLICAS, minimum=1)
+    replicas: int = field(
+        "replicas",
+        "Number of kcp pods; more than one needs external etcd.",
+        default=DEFAULT_REPLICAS,
+        minimum=1,
+        maximum=MAX_REPLICAS,
+    )
     root_shard_ref: LocalObjectRef | None = field(
         "rootShardRef",
         "The root Shard of this shard; absent for a root shard. Immutable.",
@@ -190,13 +255,34 @@ class ShardSpec:
     )
     tls: TLSSpec = field("tls", "Certificates and keys.", default_factory=TLSSpec)
     extra_args: list[str] = field(
-        "extraArgs", "Extra arguments to kcp start.", default_factory=list
+        "extraArgs",
+        "Extra arguments to kcp start.",
+        default_factory=list,
+        openapi={"type": "array", "items": {"type": "string", "maxLength": MAX_ARG_LENGTH}},
+        maxItems=MAX_EXTRA_ARGS,
     )
-    resources: JSON | None = field("resources", "Container resources.", default=None)
+    resources: JSON | None = field(
+        "resources", "Container resources.", default=None, openapi=RESOURCES_SCHEMA
+    )
     node_selector: dict[str, str] = field(
-        "nodeSelector", "Pod node selector.", default_factory=dict
+        "nodeSelector",
+        "Pod node selector.",
+        default_factory=dict,
+        openapi={
+            "type": "object",
+            "additionalProperties": {
+                "type": "string",
+                "maxLength": 63,
+                "pattern": LABEL_VALUE_PATTERN,
+            },
+        },
     )
-    tolerations: list[JSON] = field("tolerations", "Pod tolerations.", default_factory=list)
+    tolerations: list[JSON] = field(
+        "tolerations",
+        "Pod tolerations.",
+        default_factory=list,
+        openapi={"type": "array", "items": TOLERATION_SCHEMA},
+    )
     affinity: JSON | None = field("affinity", "Pod affinity.", default=None)
 
     @property
@@ -300,12 +386,82 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
     for rule in SPEC_RULES:
         if rule.holds is not None and not rule.holds(spec):
             raise SpecError("spec", rule.message)
+    _check_free_form(spec)
     if (
         not spec.is_root
         and not ignores_root_shard_flag(version, deprecating_release)
         and spec.root_shard_kubeconfig_secret_ref is None
     ):
         raise missing_root_kubeconfig(version, deprecating_release)
+
+
+def _check_free_form(spec: ShardSpec) -> None:
+    """What the API server would refuse in the pod template: lengths, quantities, tolerations."""
+    for index, arg in enumerate(spec.extra_args):
+        if len(arg) > MAX_ARG_LENGTH:
+            raise SpecError(
+                f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
+            )
+    for key, value in spec.node_selector.items():
+        if len(value) > 63 or not re.match(LABEL_VALUE_PATTERN, value):
+            raise SpecError(f"spec.nodeSelector.{key}", f"{value!r} is not a valid label value")
+    resources = spec.resources or {}
+    unknown = sorted(set(resources) - set(RESOURCES_SCHEMA["properties"]))
+    if unknown:
+        raise SpecError(f"spec.resources.{unknown[0]}", "unknown field")
+    for part in ("limits", "requests"):
+        amounts = resources.get(part)
+        if amounts is None:
+            continue
+        if not isinstance(amounts, dict):
+            raise SpecError(f"spec.resources.{part}", "must be an object")
+        for name, amount in amounts.items():
+            text = (
+                str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
+            )
+            if not isinstance(text, str) or not re.match(QUANTITY_PATTERN, text):
+                raise SpecError(
+                    f"spec.resources.{part}.{name}",
+                    f"{amount!r} is not a quantity (e.g. 500m, 2Gi)",
+                )
+    for index, toleration in enumerate(spec.tolerations):
+        _check_toleration(toleration, f"spec.tolerations[{index}]")
+
+
+def _check_toleration(toleration: JSON, path: str) -> None:
+    fields = TOLERATION_SCHEMA["properties"]
+    unknown = sorted(set(toleration) - set(fields))
+    if unknown:
+        raise SpecError(f"{path}.{unknown[0]}", "unknown field")
+    for key in ("key", "value"):
+        if not isinstance(toleration.get(key, ""), str):
+            raise SpecError(f"{path}.{key}", "must be a string")
+    seconds = toleration.get("tolerationSeconds", 0)
+    if isinstance(seconds, bool) or not isinstance(seconds, int):
+        raise SpecError(f"{path}.tolerationSeconds", "must be an integer")
+    for key, allowed in (("operator", TOLERATION_OPERATORS), ("effect", TOLERATION_EFFECTS)):
+        if key in toleration and toleration[key] not in allowed:
+            raise SpecError(f"{path}.{key}", f"must be one of {', '.join(allowed)}")
+    exists = toleration.get("operator") == "Exists"
+    if exists and toleration.get("value"):
+        raise SpecError(f"{path}.value", "a toleration with operator Exists has no value")
+    if not toleration.get("key") and not exists:
+        raise SpecError(path, "a toleration without a key needs operator Exists")
+
+
+def check_name(name: str) -> None:
+    """A Shard name its children (``<name>-kcp``, a Service among them) can carry."""
+    if len(name) > MAX_NAME_LENGTH:
+        raise SpecError(
+            "metadata.name",
+            f"must be at most {MAX_NAME_LENGTH} characters long (its Service is <name>-kcp)",
+        )
+    if not re.match(NAME_PATTERN, name):
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} must be a DNS-1035 label (lower-case letters, digits and '-', "
+            "starting with a letter): its Service is <name>-kcp",
+        )
 
 
 def missing_root_kubeconfig(version: Version, deprecating_release: Version) -> SpecError:
@@ -325,6 +481,7 @@ def parse_shard(obj: Any, deprecating_release: Version) -> Shard:
     name = meta.get("name")
     if not name:
         raise SpecError("metadata.name", "is required")
+    check_name(str(name))
     spec = model.parse(ShardSpec, obj.get("spec"), "spec")
     validate(spec, deprecating_release)
     return Shard(

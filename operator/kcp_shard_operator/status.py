@@ -35,6 +35,9 @@ class Observation:
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
     extra_conditions: list[Condition] = field(default_factory=list)
+    apply_errors: list[str] = field(default_factory=list)
+    missing_secrets: list[str] = field(default_factory=list)
+    pods: list[JSON] = field(default_factory=list)
 
 
 def deployed_version(deployment: JSON | None) -> str | None:
@@ -68,6 +71,69 @@ def _deadline_exceeded(deployment: JSON | None) -> str | None:
     return None
 
 
+def _replica_failure(deployment: JSON | None) -> str | None:
+    """The Deployment's ReplicaFailure (its ReplicaSet cannot create pods: quota, admission)."""
+    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            return f"pods cannot be created: {cond.get('message') or cond.get('reason')}"
+    return None
+
+
+STUCK_CONTAINER_REASONS = frozenset(
+    {
+        "ErrImagePull",
+        "ImagePullBackOff",
+        "InvalidImageName",
+        "CrashLoopBackOff",
+        "CreateContainerConfigError",
+        "CreateContainerError",
+    }
+)
+MAX_REPORTED_PODS = 3
+
+
+def pod_problems(pods: list[JSON]) -> list[str]:
+    """Why pods of the shard do not run: unschedulable, image or start-up failures."""
+    problems: list[str] = []
+    for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name", ""))):
+        name = pod.get("metadata", {}).get("name", "")
+        status = pod.get("status") or {}
+        for cond in status.get("conditions") or []:
+            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                problems.append(f"pod {name} cannot be scheduled: {cond.get('message', '')}")
+        for container in status.get("containerStatuses") or []:
+            waiting = (container.get("state") or {}).get("waiting") or {}
+            if waiting.get("reason") in STUCK_CONTAINER_REASONS:
+                problems.append(
+                    f"pod {name} container {container.get('name')}: {waiting['reason']}: "
+                    f"{waiting.get('message', '')}".rstrip(": ")
+                )
+    return problems[:MAX_REPORTED_PODS]
+
+
+def _problems(seen: Observation) -> list[tuple[str, str]]:
+    """(reason, message) of everything that keeps the shard from its desired state."""
+    found: list[tuple[str, str]] = []
+    if seen.error:
+        found.append((seen.error_reason, seen.error))
+    found += [("ApplyFailed", error) for error in seen.apply_errors]
+    if seen.missing_secrets:
+        found.append(
+            (
+                "SecretNotFound",
+                "Secret(s) referenced by the spec not found: " + ", ".join(seen.missing_secrets),
+            )
+        )
+    replica_failure = _replica_failure(seen.deployment)
+    if replica_failure:
+        found.append(("ReplicaFailure", replica_failure))
+    found += [("PodsNotRunning", problem) for problem in pod_problems(seen.pods)]
+    stalled = _deadline_exceeded(seen.deployment)
+    if stalled:
+        found.append(("ProgressDeadlineExceeded", stalled))
+    return found
+
+
 def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition]]:
     """The phase and conditions of ``shard`` given what was observed."""
     deployment = seen.deployment
@@ -75,7 +141,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     complete = rollout_complete(deployment)
     ready_replicas = (deployment or {}).get("status", {}).get("readyReplicas", 0)
     desired = shard.spec.replicas
-    stalled = _deadline_exceeded(deployment)
+    problems = _problems(seen)
 
     if complete:
         ready = Condition(
@@ -97,10 +163,9 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
             PROGRESSING, True, "RollingOut", f"rolling out kcp {shard.spec.version}"
         )
 
-    if seen.error:
-        degraded = Condition(DEGRADED, True, seen.error_reason, seen.error)
-    elif stalled:
-        degraded = Condition(DEGRADED, True, "ProgressDeadlineExceeded", stalled)
+    if problems:
+        message = "; ".join(text for _, text in problems)
+        degraded = Condition(DEGRADED, True, problems[0][0], message)
     else:
         degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
 
@@ -116,7 +181,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error:
+    if seen.error or seen.apply_errors:
         phase = "Degraded"
     elif seen.waiting:
         phase = "WaitingForRootShard"
@@ -195,6 +260,23 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
             events.append(Event(kind, new["reason"], new["message"]))
     return events
+
+
+def change_event(kind: str, name: str, cause: str, generation: int) -> Event | None:
+    """The Event for writing a child: a hand edit put back, or the spec rolled into it."""
+    if cause == "Drift":
+        return Event(
+            "Normal",
+            "Updated",
+            f"{kind} {name} brought back to the rendered state (edited by hand)",
+        )
+    if cause == "SpecChanged":
+        return Event(
+            "Normal",
+            "Configured",
+            f"{kind} {name} updated to the Shard's spec (generation {generation})",
+        )
+    return None
 
 
 def merged_conditions(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import secrets
 import subprocess
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -152,7 +153,7 @@ def test_install_and_token_operator_reconciles_the_samples(
     kubectl("label", "namespace", namespace, "pod-security.kubernetes.io/enforce=restricted")
     with pytest.raises(KubectlError, match='violates PodSecurity "restricted'):
         kubectl("run", "unrestricted", "-n", namespace, "--image=busybox", "--restart=Never")
-    with release(cluster, name, namespace) as notes:
+    with release(cluster, name, namespace, "--set", "clusterWide=true") as notes:
         assert "kubectl apply -f manifests/samples/" in notes
         deployment = get(kubectl, "deployment", fullname(name), "-n", namespace)
         assert deployment["status"]["readyReplicas"] == 1
@@ -233,7 +234,8 @@ def test_upgrade_with_changed_values(
     peering = f"peering-{name}"
     deployment = fullname(name)
     chart = str(CHART)
-    with release(cluster, name, namespace, "--set", f"peering.name={peering}"):
+    cluster_wide = ("--set", "clusterWide=true")
+    with release(cluster, name, namespace, *cluster_wide, "--set", f"peering.name={peering}"):
         as_sa = token_cluster(cluster, namespace, fullname(name), tmp_path / "sa-kubeconfig")
         assert not can_i(as_sa, "patch", f"clusterkopfpeerings/{peering}")
         helm(
@@ -316,14 +318,15 @@ def test_two_peered_replicas_reconcile(
 ) -> None:
     name = release_name("kso-ha")
     peering = f"peering-{name}"
-    values = ("--set", "replicaCount=2", "--set", f"peering.name={peering}")
+    values: tuple[str, ...] = ("--set", "replicaCount=2", "--set", f"peering.name={peering}")
+    values += ("--set", "clusterWide=true")
     with release(cluster, name, namespace, *values):
         as_sa = token_cluster(cluster, namespace, fullname(name), tmp_path / "sa-kubeconfig")
         args = ["--all-namespaces", f"--peering={peering}"]
         with (
-            running_operator(cluster, as_sa, args, tmp_path / "a.log", [namespace]),
+            running_operator(cluster, as_sa, args, tmp_path / "a.log", [namespace]) as first,
             # Stopped first, so that the remaining replica can clean up after it.
-            running_operator(cluster, as_sa, args, tmp_path / "b.log", []),
+            running_operator(cluster, as_sa, args, tmp_path / "b.log", []) as second,
         ):
             wait_for(
                 lambda: len(get(kubectl, "clusterkopfpeering", peering).get("status") or {}) == 2,
@@ -338,3 +341,26 @@ def test_two_peered_replicas_reconcile(
                 for log_name in ("a.log", "b.log")
             ]
             assert sorted(handled)[0] == 0, f"both replicas reconciled: {handled}"
+            # The active replica crashes (SIGKILL: no goodbye in the peering object); the
+            # other one takes over once the crashed one's record expires (--peering-lifetime).
+            active, standby = (first, second) if handled[0] else (second, first)
+            assert active.process is not None
+            crashed = time.monotonic()
+            active.process.kill()
+            active.process.wait()
+            kubectl("patch", "-n", namespace, "shard", "root", "--type=merge", "-p",
+                    '{"spec": {"extraArgs": ["--v=3"]}}')  # fmt: skip
+
+            def taken_over() -> bool:
+                container = get(kubectl, "deployment", "root-kcp", "-n", namespace)["spec"][
+                    "template"
+                ]["spec"]["containers"][0]
+                return "--v=3" in container["args"]
+
+            wait_for(taken_over, 90, "the standby replica to take over")
+            log(f"measured: failover after a crash of the active replica took "
+                f"{time.monotonic() - crashed:.1f}s (peering lifetime 15 s)")  # fmt: skip
+            # Delete the Shards while an operator still runs to remove the finalizers.
+            kubectl("delete", "shards", "--all", "-n", namespace, "--timeout=60s", timeout=90)
+            assert standby.process is not None
+            assert standby.process.poll() is None

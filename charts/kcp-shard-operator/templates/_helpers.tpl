@@ -59,6 +59,21 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- if gt (int .Values.replicaCount) 1 }}true{{ end }}
 {{- end }}
 
+{{/*
+Namespaces the operator watches, as a JSON list: watchNamespaces, else the release
+namespace; [] means all namespaces (clusterWide, an explicit opt-in).
+*/}}
+{{- define "kcp-shard-operator.namespaces" -}}
+{{- if .Values.clusterWide }}
+{{- if .Values.watchNamespaces }}
+{{- fail "set either watchNamespaces or clusterWide, not both" }}
+{{- end }}
+{{- list | toJson }}
+{{- else }}
+{{- .Values.watchNamespaces | default (list .Release.Namespace) | toJson }}
+{{- end }}
+{{- end }}
+
 {{/* Operator image reference. */}}
 {{- define "kcp-shard-operator.image" -}}
 {{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) }}
@@ -68,11 +83,15 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 RBAC rules for the namespaced resources the operator reads and writes, measured
 by running it with these rules and nothing else: Shards (kopf patches its
 finalizer and annotations) and their status (merge patch); the children it
-applies with server-side apply (apply needs create when the object is new; it
-deletes only PodDisruptionBudgets, garbage collection deletes the rest); Secrets,
-watched for the resourceVersions of the mounted ones (a rotation rolls the pods) and
-read for the admin kubeconfig of the identity-cache cleanup; core events posted
-by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namespace.
+applies with server-side apply (apply needs create when the object is new;
+update for the full replace that puts back fields another manager added;
+delete for PodDisruptionBudgets and for recreating a Service or PDB neither
+apply nor replace can fix, garbage collection deletes the rest); listing the
+shard's pods to report unschedulable ones; Secrets, watched for the
+resourceVersions of the mounted ones (a rotation rolls the pods; RBAC cannot
+grant metadata only) and read for the admin kubeconfig of the identity-cache
+cleanup; core events posted by kopf. Used by the ClusterRole (all namespaces)
+or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
@@ -83,13 +102,16 @@ by kopf. Used by the ClusterRole (all namespaces) or one Role per watched namesp
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "update"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["list"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]

@@ -1,0 +1,271 @@
+"""Failure modes on a real API server: no wedge, no silence, hand edits fully put back,
+no Secret content in status, Events or logs. Prints the measured recovery times."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pytest
+
+from .kube import KubectlError, OperatorProcess, log, wait_for
+from .shards import Kubectl, apply, condition, get, patch_spec, shard, wait_ready
+
+pytestmark = pytest.mark.e2e
+MARKER = "MARKER-7f3a-SECRET"
+
+
+def event_items(kubectl: Kubectl, ns: str, name: str) -> list[dict[str, Any]]:
+    out = kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    items: list[dict[str, Any]] = json.loads(out)["items"]
+    return items
+
+
+def count_events(kubectl: Kubectl, ns: str, name: str, reason: str) -> int:
+    return sum(
+        int(item.get("count") or 1)
+        for item in event_items(kubectl, ns, name)
+        if item["reason"] == reason
+    )
+
+
+def degraded_with(kubectl: Kubectl, ns: str, name: str, reason: str) -> dict[str, Any] | None:
+    cond = condition(get(kubectl, ns, "shard", name), "Degraded")
+    return cond if cond.get("status") == "True" and cond.get("reason") == reason else None
+
+
+def test_minimal_shard_is_accepted_and_long_names_are_refused(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    minimal = {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "Shard",
+        "metadata": {"name": "minimal"},
+        "spec": {"version": "0.33.0"},
+    }
+    apply(kubectl, namespace, minimal)
+    wait_ready(kubectl, namespace, "minimal", "0.33.0")
+    assert get(kubectl, namespace, "shard", "minimal")["spec"]["replicas"] == 1
+    refused_shards = [
+        (shard("s" * 60, "0.33.0"), "metadata.name must be a DNS-1035 label"),
+        (shard("shard.one", "0.33.0"), "metadata.name must be a DNS-1035 label"),
+        (shard("shard", "0.33.0-" + "a" * 60), "spec.version"),
+        (shard("shard", "0.33.0", replicas=11), "spec.replicas"),
+        (shard("shard", "0.33.0", resources={"limits": {"cpu": "lots"}}), "spec.resources"),
+        (
+            shard("shard", "0.33.0", tolerations=[{"operator": "Exists", "value": "v"}]),
+            "operator Exists has no value",
+        ),
+        (shard("shard", "0.33.0", extraArgs=["--v=1"] * 65), "spec.extraArgs"),
+    ]
+    for obj, message in refused_shards:
+        with pytest.raises(KubectlError) as refused:
+            apply(kubectl, namespace, obj)
+        assert message in str(refused.value)
+
+
+def test_hand_edited_service_port_does_not_wedge_the_shard(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    edit = '[{"op": "replace", "path": "/spec/ports/0/port", "value": 7777}]'
+    start = time.monotonic()
+    kubectl("patch", "-n", namespace, "service", "root-kcp", "--type=json", "-p", edit)
+
+    def ports() -> list[int]:
+        return [p["port"] for p in get(kubectl, namespace, "service", "root-kcp")["spec"]["ports"]]
+
+    wait_for(lambda: ports() == [6443], 60, "the Service port to be put back")
+    log(f"measured: hand-edited Service port put back in {time.monotonic() - start:.1f}s")
+    # Everything after the Service is still reconciled: a later spec change rolls out.
+    patch_spec(kubectl, namespace, "root", {"version": "0.34.0"})
+    wait_ready(kubectl, namespace, "root", "0.34.0")
+    assert ports() == [6443]
+
+
+def test_sidecar_and_env_added_by_hand_are_removed_in_one_pass(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    patch = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "containers": [
+                        {"name": "kcp", "env": [{"name": "HAND", "value": "1"}]},
+                        {"name": "sidecar", "image": "example/sidecar:1"},
+                    ]
+                }
+            }
+        }
+    }
+    start = time.monotonic()
+    kubectl("patch", "-n", namespace, "deployment", "root-kcp", "-p", json.dumps(patch))
+
+    def restored() -> dict[str, Any] | None:
+        dep = get(kubectl, namespace, "deployment", "root-kcp")
+        containers = dep["spec"]["template"]["spec"]["containers"]
+        clean = [c["name"] for c in containers] == ["kcp"] and "env" not in containers[0]
+        return dep if clean else None
+
+    dep = wait_for(restored, 60, "the sidecar and the env var to be removed")
+    log(f"measured: sidecar and env var removed in {time.monotonic() - start:.1f}s")
+    updated = count_events(kubectl, namespace, "root", "Updated")
+    assert updated >= 1
+    writes = operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)")
+    assert writes == 1, "converged in one write"
+    # Quiet afterwards: no spec write and no further Event over more than one resync period
+    # (the Deployment controller still updates the status while it rolls the pods back).
+    time.sleep(40)
+    after = get(kubectl, namespace, "deployment", "root-kcp")
+    assert after["metadata"]["generation"] == dep["metadata"]["generation"]
+    assert operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)") == writes
+    assert count_events(kubectl, namespace, "root", "Updated") == updated
+    # A spec change gets its own reason, not "Updated".
+    patch_spec(kubectl, namespace, "root", {"extraArgs": ["--v=3"]})
+    wait_for(
+        lambda: count_events(kubectl, namespace, "root", "Configured") >= 1,
+        60,
+        "a Configured event",
+    )
+    assert count_events(kubectl, namespace, "root", "Updated") == updated
+
+
+def test_child_refused_by_the_api_server_is_reported(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    # Valid offline, refused by the API server: the request exceeds the limit.
+    resources = {"limits": {"cpu": "100m"}, "requests": {"cpu": "1"}}
+    start = time.monotonic()
+    apply(kubectl, namespace, shard("root", "0.33.0", resources=resources))
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "root", "ApplyFailed"),
+        60,
+        "Degraded=True ApplyFailed",
+    )
+    log(f"measured: refused Deployment reported in {time.monotonic() - start:.1f}s")
+    assert "Deployment root-kcp" in cond["message"]
+    assert "less than or equal to cpu limit" in cond["message"]
+    assert get(kubectl, namespace, "shard", "root")["status"]["phase"] == "Degraded"
+    wait_for(
+        lambda: count_events(kubectl, namespace, "root", "ApplyFailed") >= 1,
+        30,
+        "a Warning ApplyFailed event",
+    )
+    patch_spec(kubectl, namespace, "root", {"resources": {"requests": {"cpu": "100m"}}})
+    wait_ready(kubectl, namespace, "root", "0.33.0")
+    assert condition(get(kubectl, namespace, "shard", "root"), "Degraded")["status"] == "False"
+
+
+def test_unschedulable_pods_and_missing_secrets_are_reported(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    start = time.monotonic()
+    apply(
+        kubectl,
+        namespace,
+        shard("root", "0.33.0", nodeSelector={"pool": "none"}),
+        shard("other", "0.33.0", tls={"clientCASecretRef": {"name": "absent-ca"}}),
+    )
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "root", "PodsNotRunning"),
+        60,
+        "unschedulable pods to be reported",
+    )
+    log(f"measured: unschedulable pod reported in {time.monotonic() - start:.1f}s")
+    assert "cannot be scheduled" in cond["message"]
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "other", "SecretNotFound"),
+        60,
+        "the missing Secret to be named",
+    )
+    assert "absent-ca" in cond["message"]
+    kubectl("create", "secret", "generic", "-n", namespace, "absent-ca", "--from-literal=ca.crt=x")
+    wait_for(
+        lambda: (
+            condition(get(kubectl, namespace, "shard", "other"), "Degraded").get("status")
+            == "False"
+        ),
+        60,
+        "the Secret to be found",
+    )
+
+
+def test_secret_content_never_reaches_status_events_or_log(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    malformed = f"apiVersion: v1\nusers:\n- name: admin\n  user: {{token: {MARKER}: x}}\n"
+    password_url = json.dumps(
+        {
+            "clusters": [{"name": "c", "cluster": {"server": f"https://u:{MARKER}@127.0.0.1:1"}}],
+            "users": [{"name": "u", "user": {"token": MARKER}}],
+            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+            "current-context": "x",
+        }
+    )
+    secrets = []
+    for name, text in (("admin-malformed", malformed), ("admin-password", password_url)):
+        secrets.append(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name},
+                "stringData": {"kubeconfig": text},
+            }
+        )
+    non_root = {
+        "rootShardRef": {"name": "root"},
+        "cache": {"kubeconfigSecretRef": {"name": "cache-kubeconfig"}},
+    }
+    apply(
+        kubectl,
+        namespace,
+        *secrets,
+        shard("root", "0.34.0"),
+        shard(
+            "shard-1", "0.34.0", adminKubeconfigSecretRef={"name": "admin-malformed"}, **non_root
+        ),
+        shard("shard-2", "0.34.0", adminKubeconfigSecretRef={"name": "admin-password"}, **non_root),
+    )
+    for name, reason in (("shard-1", "Failed"), ("shard-2", "ShardUnreachable")):
+
+        def reported(name: str = name, reason: str = reason) -> dict[str, Any] | None:
+            cond = condition(get(kubectl, namespace, "shard", name), "IdentityCacheCleaned")
+            return cond if cond.get("reason") == reason else None
+
+        cond = wait_for(reported, 90, f"IdentityCacheCleaned {reason} on {name}")
+        assert "Secret 'admin-" in cond["message"]
+    assert "not valid YAML (line 4" in json.dumps(get(kubectl, namespace, "shard", "shard-1"))
+    shown = kubectl("get", "shards", "-n", namespace, "-o", "json") + kubectl(
+        "get", "events", "-n", namespace, "-o", "json"
+    )
+    assert MARKER not in shown
+    assert MARKER not in operator_process.log_tail(100_000)
+
+
+def test_pods_the_deployment_cannot_create_are_reported(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-pods"},
+        "spec": {"hard": {"pods": "0"}},
+    }
+    apply(kubectl, namespace, quota)
+    start = time.monotonic()
+    apply(kubectl, namespace, shard("root", "0.33.0"))
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "root", "ReplicaFailure"),
+        90,
+        "the Deployment's ReplicaFailure to be reported",
+    )
+    log(f"measured: ReplicaFailure reported in {time.monotonic() - start:.1f}s")
+    assert "exceeded quota" in cond["message"] or "forbidden" in cond["message"]
+    kubectl("delete", "resourcequota", "-n", namespace, "no-pods")
+    wait_ready(kubectl, namespace, "root", "0.33.0", timeout=120)

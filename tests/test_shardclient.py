@@ -1,0 +1,103 @@
+"""The cleanup's HTTP client against local HTTP servers: no redirects, positive evidence."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.identitycache import Result
+from kcp_shard_operator.shardclient import clean_shard
+
+TOKEN = "MARKER-token-9c1e"
+
+
+class Server:
+    """A local HTTP server answering every request with ``answer(path)``; records requests."""
+
+    def __init__(self, answer: Any) -> None:
+        self.requests: list[tuple[str, str, str | None]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _reply(self) -> None:
+                owner.requests.append((self.command, self.path, self.headers.get("Authorization")))
+                status, headers, body = answer(self.path)
+                self.send_response(status)
+                for key, value in headers.items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                self._reply()
+
+            def do_DELETE(self) -> None:
+                self._reply()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[list[Server]]:
+    started: list[Server] = []
+    yield started
+    for server in started:
+        server.close()
+
+
+def kubeconfig(server: str) -> bytes:
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": server}}],
+        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    return json.dumps(config).encode()
+
+
+def test_redirects_are_not_followed_and_carry_no_credentials(servers: list[Server]) -> None:
+    other = Server(lambda path: (200, {}, b"{}"))
+    servers.append(other)
+    redirecting = Server(lambda path: (302, {"Location": other.url + path}, b""))
+    servers.append(redirecting)
+    outcome = clean_shard(kubeconfig(redirecting.url), timeout=5)
+    assert outcome.result is Result.FAILED
+    assert "302" in outcome.message
+    assert other.requests == []
+    assert TOKEN not in outcome.message
+
+
+def test_a_server_answering_404_to_everything_proves_nothing(servers: list[Server]) -> None:
+    anything = Server(lambda path: (404, {"Content-Type": "text/html"}, b"<h1>Not Found</h1>"))
+    servers.append(anything)
+    outcome = clean_shard(kubeconfig(anything.url), timeout=5)
+    assert outcome.result is Result.FAILED
+    assert not outcome.ok
+    assert "without the Kubernetes Status" in outcome.message
+
+
+def test_kubernetes_not_found_answers_mean_nothing_to_clean(servers: list[Server]) -> None:
+    def answer(path: str) -> tuple[int, dict[str, str], bytes]:
+        name = path.rsplit("/", 1)[-1]
+        body = {"kind": "Status", "reason": "NotFound", "details": {"name": name}}
+        return 404, {"Content-Type": "application/json"}, json.dumps(body).encode()
+
+    shard = Server(answer)
+    servers.append(shard)
+    outcome = clean_shard(kubeconfig(shard.url), timeout=5)
+    assert outcome.result is Result.NOT_PRESENT
+    assert [auth for _, _, auth in shard.requests] == [f"Bearer {TOKEN}"] * 2
