@@ -180,6 +180,10 @@ def test_events_between() -> None:
         ("Normal", "WaitingForRootShard")
     ]
     assert [(e.type, e.reason) for e in events_between(waiting, ready)] == [("Normal", "RolledOut")]
+    rolling = status_of(shard, Observation(deployment=deployment(updatedReplicas=0)))
+    assert (condition(rolling, "Progressing") or {}).get("reason") == "RollingOut"
+    assert events_between(None, rolling) == []
+    assert events_between(ready, rolling) == []
     assert events_between(ready, ready) == []
     dropped = status_of(shard, Observation(deployment=deployment(), dropped_args=["--x"]))
     assert [(e.type, e.reason) for e in events_between(ready, dropped)] == [

@@ -254,7 +254,8 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             "ShardUnreachable",
             "Forbidden",
         )
-        if type_ == PROGRESSING and new["reason"] == "Complete":
+        if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
+            # A rollout starts with the write that posts ``Configured`` (none on creation).
             interesting = False
         if interesting:
             kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
