@@ -10,9 +10,10 @@ from typing import Any
 
 import kopf
 
-from kcp_shard_operator import handlers
+from kcp_shard_operator import credentials, handlers
 from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.kube import Kube, load_api_client
+from kcp_shard_operator.credentials import CredentialsError
+from kcp_shard_operator.kube import Kube
 from kcp_shard_operator.versions import InvalidVersionError
 
 CLEANUP_ENV = "KCP_SHARD_IDENTITY_CACHE_CLEANUP"
@@ -114,7 +115,11 @@ def run(args: argparse.Namespace) -> int:
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
-    context = handlers.Context(settings=settings, kube=Kube(load_api_client()))
+    try:
+        kube = Kube(credentials.load())
+    except CredentialsError as err:
+        raise SystemExit(f"error: {err}") from err
+    context = handlers.Context(settings=settings, kube=kube)
     kopf.run(
         registry=registry,
         standalone=args.standalone,

@@ -12,11 +12,10 @@ from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import kopf
-from kubernetes.client.exceptions import ApiException
 
-from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, identitycache
+from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, credentials, identitycache
 from kcp_shard_operator.cache import Store
-from kcp_shard_operator.kube import SHARD_API_VERSION, APIError, Kube, error_message
+from kcp_shard_operator.kube import SHARD_API_VERSION, APIError, Kube, RefusedError, error_message
 from kcp_shard_operator.model import JSON, SpecError
 from kcp_shard_operator.reconcile import (
     RECREATABLE_KINDS,
@@ -230,9 +229,9 @@ def _write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, st
     try:
         try:
             applied = ctx.kube.apply(child)
-        except ApiException:
+        except RefusedError:
             applied = ctx.kube.apply(child)
-    except ApiException:
+    except RefusedError:
         if live is None:
             raise
         return _fall_back(ctx, child, live)
@@ -244,7 +243,7 @@ def _write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, st
 def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
     try:
         return ctx.kube.replace(replacement(child, live)), "replaced"
-    except ApiException:
+    except RefusedError:
         if child["kind"] not in RECREATABLE_KINDS:
             raise
     meta = child["metadata"]
@@ -434,6 +433,22 @@ def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]
 
 
+def login(**_: Any) -> kopf.ConnectionInfo:
+    """kopf's watches use the credentials the operator's own calls use (re-read on a 401)."""
+    found = credentials.load()
+    return kopf.ConnectionInfo(
+        server=found.server,
+        ca_path=found.ca_file,
+        ca_data=found.ca_data,
+        insecure=found.insecure,
+        certificate_path=found.cert_file,
+        certificate_data=found.cert_data,
+        private_key_path=found.key_file,
+        private_key_data=found.key_data,
+        token=credentials.TokenSource(found).token(),
+    )
+
+
 def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
     shards = kopf.on.event(API_GROUP, API_VERSION, "shards", registry=registry)
@@ -453,4 +468,4 @@ def register(registry: kopf.OperatorRegistry) -> None:
         watch(on_child_event)
     kopf.on.event("v1", "secrets", registry=registry)(on_secret_event)
     kopf.on.startup(registry=registry)(configure)
-    kopf.on.login(registry=registry)(kopf.login_via_client)
+    kopf.on.login(registry=registry)(login)

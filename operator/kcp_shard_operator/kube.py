@@ -1,6 +1,7 @@
 """Kubernetes API access for the operator (I/O only, no decisions).
 
-Uses the official client's dynamic client, which speaks server-side apply.
+Plain HTTP calls with urllib3: the few kinds the operator touches have fixed paths, and the
+official client library would cost about 50 MiB of memory for models the operator never uses.
 """
 
 from __future__ import annotations
@@ -8,106 +9,152 @@ from __future__ import annotations
 import base64
 import json
 from typing import Any, cast
+from urllib.parse import quote, urlencode
 
 import urllib3
-from kubernetes import client, config
-from kubernetes.client.exceptions import ApiException
-from kubernetes.dynamic import DynamicClient
-from kubernetes.dynamic.exceptions import NotFoundError
 
 from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
+from kcp_shard_operator.credentials import Credentials, TokenSource
 from kcp_shard_operator.model import JSON
 
 SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
-METADATA_ONLY = "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"
-APIError = (ApiException, urllib3.exceptions.HTTPError, OSError)
+PLURALS = {
+    "Deployment": "deployments",
+    "PodDisruptionBudget": "poddisruptionbudgets",
+    "Pod": "pods",
+    "Secret": "secrets",
+    "Service": "services",
+    "Shard": "shards",
+}
+TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
+
+
+class RefusedError(Exception):
+    """The API server answered with an error status."""
+
+    def __init__(self, status: int, reason: str, message: str = "") -> None:
+        super().__init__(f"{status} {reason}")
+        self.status, self.reason, self.message = status, reason, message
+
+
+APIError = (RefusedError, urllib3.exceptions.HTTPError, OSError)
 """What a failed API call raises: a refusal by the server, or no answer."""
 
 
 def error_message(err: BaseException) -> str:
     """The API server's own message for a refused call (never the request body)."""
-    if isinstance(err, ApiException):
-        try:
-            body = json.loads(err.body or "")
-        except ValueError:
-            body = None
-        message = body.get("message") if isinstance(body, dict) else None
-        return f"{err.status} {err.reason}: {message}" if message else f"{err.status} {err.reason}"
+    if isinstance(err, RefusedError):
+        suffix = f": {err.message}" if err.message else ""
+        return f"{err.status} {err.reason}{suffix}"
     return f"API server unreachable: {type(err).__name__}"
 
 
-def load_api_client() -> client.ApiClient:
-    """In-cluster credentials when running in a pod, else the local kubeconfig."""
-    try:
-        config.load_incluster_config()
-    except config.ConfigException:
-        config.load_kube_config()
-    return client.ApiClient()
+def path_of(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+    base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    path = f"{base}/namespaces/{quote(namespace)}/{PLURALS[kind]}"
+    return f"{path}/{quote(name)}" if name else path
 
 
 class Kube:
-    """Thin wrappers around the dynamic client, returning plain dicts."""
+    """The calls the operator makes, returning plain dicts."""
 
-    def __init__(self, api_client: client.ApiClient) -> None:
-        self._dynamic = DynamicClient(api_client)
+    def __init__(self, credentials: Credentials) -> None:
+        self._server = credentials.server
+        self._token = TokenSource(credentials)
+        self._pool = urllib3.PoolManager(
+            ssl_context=credentials.ssl_context(), retries=False, timeout=TIMEOUT, maxsize=4
+        )
 
-    def _resource(self, api_version: str, kind: str) -> Any:
-        return self._dynamic.resources.get(api_version=api_version, kind=kind)
+    def _call(
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        content_type: str = "application/json",
+        params: dict[str, str] | None = None,
+    ) -> JSON | None:
+        """The answer as JSON; None for 404. Any other error status raises ``RefusedError``."""
+        headers = {"Accept": "application/json"}
+        token = self._token.token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        payload = None
+        if body is not None:
+            headers["Content-Type"] = content_type
+            payload = json.dumps(body).encode()
+        query = f"?{urlencode(params)}" if params else ""
+        response = self._pool.urlopen(
+            method, self._server + path + query, body=payload, headers=headers, redirect=False
+        )
+        if response.status == 404:
+            return None
+        if response.status >= 300:
+            raise _refusal(response)
+        return cast(JSON, json.loads(response.data or b"{}"))
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
-        try:
-            found = self._resource(api_version, kind).get(name=name, namespace=namespace)
-        except NotFoundError:
-            return None
-        return cast(JSON, found.to_dict())
+        return self._call("GET", path_of(api_version, kind, namespace, name))
 
     def list(
         self, api_version: str, kind: str, namespace: str, label_selector: str | None = None
     ) -> list[JSON]:
-        found = self._resource(api_version, kind).get(
-            namespace=namespace, label_selector=label_selector
-        )
-        return [cast(JSON, item) for item in found.to_dict().get("items", [])]
+        params = {"labelSelector": label_selector} if label_selector else {}
+        found = self._call("GET", path_of(api_version, kind, namespace), params=params) or {}
+        return cast(list[JSON], found.get("items") or [])
 
     def apply(self, obj: JSON) -> JSON:
-        resource = self._resource(obj["apiVersion"], obj["kind"])
-        applied = resource.server_side_apply(
-            body=obj,
-            namespace=obj["metadata"]["namespace"],
-            field_manager=FIELD_MANAGER,
-            force_conflicts=True,
+        meta = obj["metadata"]
+        return self._written(
+            "PATCH",
+            path_of(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+            obj,
+            "application/apply-patch+yaml",
+            {"fieldManager": FIELD_MANAGER, "force": "true"},
         )
-        return cast(JSON, applied.to_dict())
 
     def replace(self, obj: JSON, dry_run: bool = False) -> JSON:
         """PUT ``obj`` as it is (it carries the resourceVersion it replaces)."""
-        resource = self._resource(obj["apiVersion"], obj["kind"])
-        replaced = resource.replace(
-            body=obj,
-            namespace=obj["metadata"]["namespace"],
-            field_manager=FIELD_MANAGER,
-            dry_run="All" if dry_run else None,
+        meta = obj["metadata"]
+        params = {"fieldManager": FIELD_MANAGER, **({"dryRun": "All"} if dry_run else {})}
+        return self._written(
+            "PUT",
+            path_of(obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"]),
+            obj,
+            "application/json",
+            params,
         )
-        return cast(JSON, replaced.to_dict())
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
-        try:
-            self._resource(api_version, kind).delete(name=name, namespace=namespace)
-        except NotFoundError:
-            return
+        self._call("DELETE", path_of(api_version, kind, namespace, name))
 
     def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
         """Merge ``status`` into the Shard's status; the Shard as written."""
-        shards = self._resource(SHARD_API_VERSION, "Shard")
-        patched = shards.status.patch(
-            name=name,
-            namespace=namespace,
-            body={"status": status},
-            content_type="application/merge-patch+json",
-        )
-        return cast(JSON, patched.to_dict())
+        path = path_of(SHARD_API_VERSION, "Shard", namespace, name) + "/status"
+        return self._written("PATCH", path, {"status": status}, "application/merge-patch+json")
+
+    def _written(
+        self,
+        method: str,
+        path: str,
+        body: JSON,
+        content_type: str,
+        params: dict[str, str] | None = None,
+    ) -> JSON:
+        written = self._call(method, path, body, content_type, params)
+        if written is None:
+            raise RefusedError(404, "Not Found", f"{path} does not exist")
+        return written
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
         secret = self.get("v1", "Secret", namespace, name)
         data = (secret or {}).get("data") or {}
         return base64.b64decode(data[key]) if key in data else None
+
+
+def _refusal(response: Any) -> RefusedError:
+    try:
+        status = json.loads(response.data or b"")
+    except ValueError:
+        status = None
+    message = status.get("message", "") if isinstance(status, dict) else ""
+    return RefusedError(response.status, response.reason or "", str(message))
