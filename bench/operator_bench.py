@@ -143,6 +143,16 @@ def ready_at(cluster: Cluster, namespace: str, names: set[str], version: str) ->
     return names <= found
 
 
+def event_reasons(cluster: Cluster, namespace: str) -> dict[str, int]:
+    """How many Events about Shards the namespace holds, by reason."""
+    reasons: dict[str, int] = {}
+    for event in items(cluster, "events", namespace):
+        if (event.get("involvedObject") or {}).get("kind") == "Shard":
+            reason = str(event.get("reason", ""))
+            reasons[reason] = reasons.get(reason, 0) + int(event.get("count") or 1)
+    return reasons
+
+
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -214,11 +224,14 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         ready = time.time()
         cpu_to_ready = cpu_seconds(pid) - cpu_start
         to_ready = count(audit.between(start, ready), OPERATOR)
+        reasons = event_reasons(driver, "shards")
 
         log(f"[N={n}] steady state: two quiet resync periods")
         time.sleep(2)
-        quiet_start = time.time()
+        quiet_start, quiet_cpu = time.time(), cpu_seconds(pid)
         time.sleep(2 * RESYNC_SECONDS + 5)
+        quiet_seconds = time.time() - quiet_start
+        quiet_cpu = cpu_seconds(pid) - quiet_cpu
         quiet = count(audit.between(quiet_start, time.time()), OPERATOR)
 
         changed = [f"shard-{i}" for i in range(1, max(2, n // 10 + 1))]
@@ -257,8 +270,10 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         "ready_vs_floor": round((ready - start) / floor_seconds, 2),
         "to_ready_per_shard": per_shard(to_ready, n),
         "to_ready_writes_by_target": to_ready.by_target,
+        "to_ready_events_by_reason": reasons,
         "steady_reads_per_resync": quiet.reads / 2,
         "steady_writes_per_resync": quiet.writes / 2,
+        "steady_cpu_percent": round(100 * quiet_cpu / quiet_seconds, 1),
         "version_change_writes_per_shard": round(version_change.writes / len(changed), 2),
         "version_change_by_target": version_change.by_target,
         "reactions_measured": len(latencies),
@@ -301,6 +316,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ("reads per Shard to Ready", ("to_ready_per_shard", "reads")),
         ("steady state: reads per resync", "steady_reads_per_resync"),
         ("steady state: writes per resync", "steady_writes_per_resync"),
+        ("steady state: operator CPU % of a core", "steady_cpu_percent"),
         ("writes per version change", "version_change_writes_per_shard"),
         ("spec change -> Deployment p50 ms", "reaction_p50_ms"),
         ("spec change -> Deployment p99 ms", "reaction_p99_ms"),

@@ -82,3 +82,36 @@ def test_a_read_body_is_a_copy_the_caller_may_change() -> None:
     assert body is not None
     body["spec"]["version"] = "9.9.9"
     assert store.lookup("Shard", "ns", "root")[1] == obj("root", "1", spec={"version": "0.33.0"})
+
+
+def test_a_pod_keeps_only_what_tells_why_it_does_not_run() -> None:
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}
+    pod = obj(
+        "root-kcp-abc",
+        "3",
+        labels={"app.kubernetes.io/instance": "root"},
+        spec={"containers": [{"name": "kcp", "env": [{"name": "TOKEN", "value": "x"}]}]},
+        status={
+            "phase": "Pending",
+            "conditions": [{"type": "PodScheduled", "status": "False"}],
+            "containerStatuses": [{"name": "kcp", "state": waiting, "imageID": "sha"}],
+        },
+    )
+    pod["metadata"]["labels"] = pod.pop("labels")
+    kept = trimmed("Pod", pod)
+    assert "spec" not in kept
+    assert kept["metadata"]["labels"] == {"app.kubernetes.io/instance": "root"}
+    assert kept["status"] == {
+        "conditions": [{"type": "PodScheduled", "status": "False"}],
+        "containerStatuses": [{"name": "kcp", "state": waiting}],
+    }
+
+
+def test_a_deleted_pod_is_forgotten_and_other_kinds_remembered_absent() -> None:
+    store = Store()
+    for kind in ("Pod", "Service"):
+        store.put(kind, obj("x", "1"))
+        store.deleted(kind, "ns", "x")
+    assert store.lookup("Pod", "ns", "x") == (False, None)
+    assert store.lookup("Service", "ns", "x") == (True, None)
+    assert store.select("Pod", "ns", lambda _: True) == []

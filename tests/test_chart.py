@@ -320,7 +320,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("deployments", ["get", "list", "watch", "create", "patch", "update"]),
         ("services", ["get", "list", "watch", "create", "patch", "update", "delete"]),
         ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "update", "delete"]),
-        ("pods", ["list"]),
+        ("pods", ["list", "watch"]),
         ("secrets", ["get", "list", "watch"]),
         ("events", ["create"]),
     ],

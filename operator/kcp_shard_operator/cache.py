@@ -1,10 +1,11 @@
 """Objects seen on the operator's watch streams, so a reconcile pass reads no API.
 
-kopf's event handlers put every Shard, child and Secret they see here; a pass reads from
+kopf's event handlers put every Shard, child, Secret and shard Pod they see here; a pass reads from
 here and asks the API server only for what the watches have not delivered yet (a miss).
 An object known to be absent (deleted on a watch, or a 404 after a miss) is remembered as
 ``None``, so a Shard without a PodDisruptionBudget costs no read either. Secrets are kept
-as metadata only: their content never enters the operator's memory through the store.
+as metadata only: their content never enters the operator's memory through the store;
+Pods as the little that tells why one does not run.
 """
 
 from __future__ import annotations
@@ -25,14 +26,29 @@ def _resource_version(body: JSON) -> int | None:
 
 
 def trimmed(kind: str, body: JSON) -> JSON:
-    """What the cache keeps of ``body``: all of it, but of a Secret its metadata only.
+    """What the cache keeps of ``body``: all of it, but of a Secret its metadata only and
+    of a Pod what tells why it does not run (its labels, conditions and container states).
 
     managedFields stay: they tell which fields another manager added by hand.
     """
-    if kind != "Secret":
-        return body
     meta = body.get("metadata") or {}
-    return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+    if kind == "Secret":
+        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+    if kind == "Pod":
+        status = body.get("status") or {}
+        return {
+            "metadata": {
+                k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels") if k in meta
+            },
+            "status": {
+                "conditions": status.get("conditions") or [],
+                "containerStatuses": [
+                    {"name": c.get("name"), "state": c.get("state") or {}}
+                    for c in status.get("containerStatuses") or []
+                ],
+            },
+        }
+    return body
 
 
 class Store:
@@ -65,9 +81,15 @@ class Store:
             self._objects[key] = (new_rv, text)
 
     def deleted(self, kind: str, namespace: str, name: str) -> None:
-        """The object is gone (a watch said so, or the operator deleted it)."""
+        """The object is gone (a watch said so, or the operator deleted it).
+
+        A Pod is forgotten: pods are never read by name and their names do not come back.
+        """
         with self._lock:
-            self._objects[(kind, namespace, name)] = None
+            if kind == "Pod":
+                self._objects.pop((kind, namespace, name), None)
+            else:
+                self._objects[(kind, namespace, name)] = None
 
     def not_found(self, kind: str, namespace: str, name: str) -> None:
         """A read after a miss found nothing; a body a watch put meanwhile stays."""

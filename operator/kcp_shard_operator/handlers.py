@@ -208,8 +208,13 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
 
 
 def _pods(ctx: Context, shard: Shard) -> list[JSON]:
-    selector = ",".join(f"{key}={value}" for key, value in selector_labels(shard).items())
-    return ctx.kube.list("v1", "Pod", shard.namespace, label_selector=selector)
+    """The shard's pods as the pod watch last delivered them."""
+    wanted = selector_labels(shard).items()
+    return ctx.store.select(
+        "Pod",
+        shard.namespace,
+        lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
+    )
 
 
 def _write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str]:
@@ -385,6 +390,11 @@ def on_child_event(
             reconcile(ctx, namespace, owner["name"], logger)
 
 
+def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+    """Keep the shard pods' state for the next pass (a Deployment event or the resync)."""
+    _remember(_context(memo), "Pod", type, body)
+
+
 def _referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
     """Shards of ``namespace`` whose pods may mount Secret ``secret``."""
     names = []
@@ -466,6 +476,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
     for api_version, _, plural in CHILD_KINDS:
         watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
         watch(on_child_event)
+    kopf.on.event("v1", "pods", labels=managed, registry=registry)(on_pod_event)
     kopf.on.event("v1", "secrets", registry=registry)(on_secret_event)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.login(registry=registry)(login)

@@ -95,13 +95,6 @@ class Kube:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
         return self._call("GET", path_of(api_version, kind, namespace, name))
 
-    def list(
-        self, api_version: str, kind: str, namespace: str, label_selector: str | None = None
-    ) -> list[JSON]:
-        params = {"labelSelector": label_selector} if label_selector else {}
-        found = self._call("GET", path_of(api_version, kind, namespace), params=params) or {}
-        return cast(list[JSON], found.get("items") or [])
-
     def apply(self, obj: JSON) -> JSON:
         meta = obj["metadata"]
         return self._written(

@@ -86,7 +86,7 @@ finalizer and annotations) and their status (merge patch); the children it
 applies with server-side apply (apply needs create when the object is new;
 update for the full replace that puts back fields another manager added;
 delete for PodDisruptionBudgets and for recreating a Service or PDB neither
-apply nor replace can fix, garbage collection deletes the rest); listing the
+apply nor replace can fix, garbage collection deletes the rest); watching the
 shard's pods to report unschedulable ones; Secrets, watched for the
 resourceVersions of the mounted ones (a rotation rolls the pods; RBAC cannot
 grant metadata only) and read for the admin kubeconfig of the identity-cache
@@ -111,7 +111,7 @@ or one Role per watched namespace.
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["list"]
+  verbs: ["list", "watch"]
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch"]
