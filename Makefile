@@ -71,6 +71,21 @@ cluster-down: ## delete the local cluster
 cluster-status: ## show the local cluster's components, version and nodes
 	CLUSTER=$(CLUSTER) hack/cluster.sh status
 
+.PHONY: image
+image: install ## operator and kcp images (no registry needed); loaded into the kind cluster CLUSTER_NAME if it runs
+	hack/image.sh operator
+	hack/image.sh kcp
+	if hack/kind.sh kind get clusters 2>/dev/null | grep -qx "$${CLUSTER_NAME:-kcp-shard-operator}"; then \
+	  hack/kind.sh load "$${CLUSTER_NAME:-kcp-shard-operator}" $$(hack/image.sh names); fi
+
+.PHONY: e2e-kind
+e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready
+	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py
+
+.PHONY: e2e-upgrade
+e2e-upgrade: install ## rolling-upgrade e2e on kind with real kcp pods; prints the timeline
+	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py
+
 .PHONY: demo
 demo: ## the main job: cluster up, chart installed, operator running, samples Ready
 	hack/demo.sh up
@@ -103,6 +118,7 @@ manifests: ## copy the CRD into the chart and render manifests/install.yaml from
 
 .PHONY: chart-lint
 chart-lint: ## helm lint --strict the chart with its default values and each ci/*-values.yaml
+	hack/tools.sh build helm
 	eval "$$(hack/tools.sh env)"; \
 	helm lint --strict $(CHART); \
 	for values in $(CHART)/ci/*-values.yaml; do helm lint --strict $(CHART) -f "$$values"; done

@@ -58,6 +58,7 @@ up() {
   local start=${SECONDS}
   make -C "${REPO_DIR}" --no-print-directory install
   "${HACK_DIR}/cluster.sh" up
+  "${HACK_DIR}/tools.sh" build helm
   eval "$("${HACK_DIR}/tools.sh" env)"
   log "installing the chart (CRD, RBAC, operator Deployment)"
   helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
