@@ -76,9 +76,11 @@ is the earliest release that can ignore it. Change it with
 (chart value ``operator.rootShardFlagRemovedIn``) once kcp tags the release.
 """
 
-MINIMUM_KCP_VERSION = Version(0, 31, 0)
-"""Oldest kcp the operator renders for: the release that made
-``--cache-kubeconfig`` mandatory on non-root shards."""
+MINIMUM_KCP_VERSION = Version(0, 27, 0)
+"""Oldest kcp the operator renders for: 0.27, whose v0.27.1 runs from the rendered
+Deployments in the kind e2e (the newest kcp the Go module proxy serves in buildable form).
+Every flag the operator renders exists there, ``--cache-kubeconfig`` included (kcp has
+accepted it since 0.11; from 0.31 on non-root shards cannot start without it)."""
 
 
 def deprecating_release_from_env(environ: dict[str, str] | None = None) -> Version:
