@@ -7,11 +7,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER ?= kwok
+export CLUSTER
 export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 
 .PHONY: help
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(BIN)/kcp-shard-operator: pyproject.toml
 	@echo ">> creating $(VENV) and installing the package with test extras"
@@ -76,7 +77,7 @@ image: install ## operator and kcp images (no registry needed); loaded into the 
 	hack/image.sh operator
 	hack/image.sh kcp
 	if hack/kind.sh kind get clusters 2>/dev/null | grep -qx "$${CLUSTER_NAME:-kcp-shard-operator}"; then \
-	  hack/kind.sh load "$${CLUSTER_NAME:-kcp-shard-operator}" $$(hack/image.sh names); fi
+	  hack/image.sh load "$${CLUSTER_NAME:-kcp-shard-operator}"; fi
 
 .PHONY: e2e-kind
 e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready
@@ -87,7 +88,7 @@ e2e-upgrade: install ## rolling-upgrade e2e on kind with real kcp pods; prints t
 	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py
 
 .PHONY: demo
-demo: ## the main job: cluster up, chart installed, operator running, samples Ready
+demo: ## the main job: cluster up, chart installed, operator running, samples Ready (CLUSTER=kind: real pods)
 	hack/demo.sh up
 
 .PHONY: demo-down

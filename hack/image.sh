@@ -5,6 +5,7 @@
 #   hack/image.sh kcp             kcp images of the kcp binaries hack/tools.sh builds
 #   hack/image.sh kcp-upgrade     the image of the newer kcp of make e2e-upgrade
 #   hack/image.sh names           print the image names, one a line
+#   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
 #
 # The operator's base is python:3.11-slim-bookworm when docker has it (pulled or loaded);
 # otherwise Debian's python3 from a debootstrap rootfs, built once and cached as
@@ -117,10 +118,19 @@ cmd_names() {
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}"
 }
 
+cmd_load() {
+  local built=()
+  for image in $(cmd_names); do
+    if image_exists "${image}"; then built+=("${image}"); fi
+  done
+  "${HACK_DIR}/kind.sh" load "$1" "${built[@]}"
+}
+
 case "${1:-}" in
   operator) "${HACK_DIR}/kind.sh" check && cmd_operator ;;
   kcp) "${HACK_DIR}/kind.sh" check && cmd_kcp ;;
   kcp-upgrade) "${HACK_DIR}/kind.sh" check && cmd_kcp_upgrade ;;
   names) cmd_names ;;
-  *) echo "usage: $0 operator | kcp | kcp-upgrade | names" >&2; exit 2 ;;
+  load) cmd_load "$2" ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | names | load CLUSTER" >&2; exit 2 ;;
 esac
