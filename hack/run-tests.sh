@@ -38,5 +38,18 @@ if [[ ${code} -eq 5 ]]; then
   echo "pytest collected no tests; failing" >&2
   code=1
 fi
+
+# Real pods on kind when its images were built before (a cold build of them takes ~15 min).
+node_image_stamp="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}/kind/node-image"
+if [[ -f "${node_image_stamp}" ]] && command -v dockerd >/dev/null; then
+  step "kind e2e: chart, in-cluster operator, real kcp pods (node image $(cat "${node_image_stamp}"))"
+  set +e
+  "${BIN}/pytest" -v --timeout=1800 -m kind tests/kind/test_real_shards.py
+  kind_code=$?
+  set -e
+  [[ ${kind_code} -eq 0 ]] || code=${kind_code}
+else
+  step "kind e2e not run: no kind node image built on this machine yet (make e2e-kind builds it)"
+fi
 step "finished in $((SECONDS - started))s with exit code ${code}"
 exit "${code}"
