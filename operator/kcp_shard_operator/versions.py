@@ -77,10 +77,10 @@ is the earliest release that can ignore it. Change it with
 """
 
 MINIMUM_KCP_VERSION = Version(0, 27, 0)
-"""Oldest kcp the operator renders for: 0.27, whose v0.27.1 runs from the rendered
-Deployments in the kind e2e (the newest kcp the Go module proxy serves in buildable form).
-Every flag the operator renders exists there, ``--cache-kubeconfig`` included (kcp has
-accepted it since 0.11; from 0.31 on non-root shards cannot start without it)."""
+"""Oldest kcp the operator renders for: 0.27. The kind e2e runs v0.27.1 and v0.28.0 (the kcp
+releases that build from the Go module proxy) from the rendered Deployments. Every flag the
+operator renders exists there, ``--cache-kubeconfig`` included (kcp has accepted it since
+0.11; from 0.31 on non-root shards cannot start without it)."""
 
 
 def deprecating_release_from_env(environ: dict[str, str] | None = None) -> Version:
