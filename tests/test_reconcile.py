@@ -164,3 +164,55 @@ def test_waiting_shard_keeps_the_secret_digest_of_its_running_version() -> None:
     decision = plan(wanted, root, observed, RELEASE, read)
     assert decision.waiting is not None
     assert decision.apply == []
+
+
+@pytest.mark.parametrize(
+    ("running", "wanted", "refused"),
+    [
+        ("0.28.0", "0.27.1", True),
+        ("0.28.3", "0.27.9", True),
+        ("1.0.0", "0.99.0", True),
+        ("0.28.1", "0.28.0", False),
+        ("0.28.0", "0.28.0-rc.1", False),
+        ("0.27.1", "0.28.0", False),
+        ("0.28.0", "0.28.0", False),
+        (None, "0.27.1", False),
+        ("not-a-version", "0.27.1", False),
+    ],
+)
+def test_downgrade_to_an_older_minor_is_refused(
+    running: str | None, wanted: str, refused: bool
+) -> None:
+    shard = make(shard_object(version=wanted))
+    observed: dict[str, JSON | None] = {"Deployment": deployment_at(running) if running else None}
+    decision = plan(shard, None, observed, RELEASE)
+    assert (decision.error is not None) is refused
+    if refused:
+        assert decision.error_reason == "DowngradeRefused"
+        assert f"the shard stays at kcp {running}" in (decision.error or "")
+        assert decision.apply == []
+
+
+def test_refused_downgrade_keeps_the_running_version_but_follows_the_rest_of_its_spec() -> None:
+    running = render_shard(make(shard_object(version="0.28.0")), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    wanted = shard_object(version="0.27.1", replicas=2, etcd={"endpoints": ["https://e:2379"]})
+    decision = plan(make(wanted), None, observed, RELEASE)
+    assert decision.error_reason == "DowngradeRefused"
+    assert decision.waiting is None
+    kinds = {o["kind"]: o for o in decision.apply}
+    assert sorted(kinds) == ["Deployment", "PodDisruptionBudget"]
+    template = kinds["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    assert template["spec"]["containers"][0]["image"] == "ghcr.io/kcp-dev/kcp:v0.28.0"
+    assert kinds["Deployment"]["spec"]["replicas"] == 2
+
+
+def test_non_root_downgrade_is_refused_rather_than_waiting() -> None:
+    root = root_with("0.28.0", spec_version="0.27.1")
+    running = render_shard(make(non_root_object(version="0.28.0")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    decision = plan(make(non_root_object(version="0.27.1")), root, observed, RELEASE)
+    assert decision.error_reason == "DowngradeRefused"
+    assert decision.waiting is None
+    assert decision.apply == []
