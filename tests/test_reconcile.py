@@ -216,3 +216,35 @@ def test_non_root_downgrade_is_refused_rather_than_waiting() -> None:
     assert decision.error_reason == "DowngradeRefused"
     assert decision.waiting is None
     assert decision.apply == []
+
+
+def test_minor_upgrade_recreates_then_returns_to_rolling_updates() -> None:
+    def at(spec_version: str, rolled_out: str) -> Shard:
+        obj = shard_object(version=spec_version, replicas=2, etcd={"endpoints": ["https://e"]})
+        obj["status"] = {"version": rolled_out}
+        return make(obj)
+
+    old = render_shard(at("0.27.1", "0.27.1"), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in old.objects}
+    upgrade = {o["kind"]: o for o in plan(at("0.28.0", "0.27.1"), None, observed, RELEASE).apply}
+    assert upgrade["Deployment"]["spec"]["strategy"] == {"type": "Recreate"}
+    template = upgrade["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    observed.update(upgrade)
+    during = plan(at("0.28.0", "0.27.1"), None, observed, RELEASE)
+    assert during.apply == []
+    done = {o["kind"]: o for o in plan(at("0.28.0", "0.28.0"), None, observed, RELEASE).apply}
+    assert list(done) == ["Deployment"]
+    assert done["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert done["Deployment"]["spec"]["template"] == template
+
+
+def test_waiting_non_root_shard_keeps_rolling_updates() -> None:
+    root = root_with("0.27.1", spec_version="0.28.0")
+    obj = non_root_object(version="0.28.0")
+    obj["status"] = {"version": "0.27.1"}
+    running = render_shard(make(non_root_object(version="0.27.1")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    decision = plan(make(obj), root, observed, RELEASE)
+    assert decision.waiting is not None
+    assert decision.apply == []

@@ -10,7 +10,7 @@ from kcp_shard_operator.model import JSON, SpecError
 from kcp_shard_operator.render import child_name, render_shard
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import deployed_version
-from kcp_shard_operator.versions import InvalidVersionError, Version
+from kcp_shard_operator.versions import Version, parse_or_none
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
 
@@ -28,22 +28,11 @@ class Plan:
     unused_refs: list[str] = field(default_factory=list)
 
 
-def _version(text: str | None) -> Version | None:
-    try:
-        return Version.parse(text) if text else None
-    except InvalidVersionError:
-        return None
-
-
-def root_status_version(root: Shard) -> Version | None:
-    return _version((root.status or {}).get("version"))
-
-
 def waiting_for_root(shard: Shard, root: Shard, deployment: JSON | None) -> str | None:
     """Why a non-root shard must not roll to its spec version yet, or None."""
     if deployed_version(deployment) == shard.spec.version:
         return None
-    running = root_status_version(root)
+    running = root.status_version
     if running is not None and running >= shard.spec.kcp_version:
         return None
     return (
@@ -61,9 +50,9 @@ def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
     as apis.kcp.io/v1alpha2; kcp 0.27 then never becomes ready on that etcd (its CRD update
     is refused: status.storedVersions lists v1alpha2). A patch downgrade goes ahead.
     """
-    running = _version(deployed_version(deployment))
+    running = parse_or_none(deployed_version(deployment))
     wanted = shard.spec.kcp_version
-    if running is None or (wanted.major, wanted.minor) >= (running.major, running.minor):
+    if running is None or wanted.minor_release >= running.minor_release:
         return None
     return (
         f"kcp {wanted} would downgrade the running kcp {running} to an older minor release, "

@@ -48,6 +48,11 @@ class Version:
         major, minor, patch, pre = match.groups()
         return cls(int(major), int(minor), int(patch), pre or "")
 
+    @property
+    def minor_release(self) -> tuple[int, int]:
+        """Major and minor: versions that differ only in patch or pre-release share it."""
+        return (self.major, self.minor)
+
     def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int | str], ...]]:
         pre = tuple(
             (0, int(part)) if part.isdigit() else (1, part) for part in self.prerelease.split(".")
@@ -62,6 +67,16 @@ class Version:
     def __str__(self) -> str:
         base = f"{self.major}.{self.minor}.{self.patch}"
         return f"{base}-{self.prerelease}" if self.prerelease else base
+
+
+def parse_or_none(text: object) -> Version | None:
+    """``text`` as a Version; None when it is empty, not a string or not a version."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return Version.parse(text)
+    except InvalidVersionError:
+        return None
 
 
 DEFAULT_DEPRECATING_RELEASE = Version(0, 34, 0)
