@@ -76,7 +76,7 @@ cluster-status: ## show the local cluster's components, version and nodes
 image: install ## operator and kcp images (no registry needed); loaded into the kind cluster CLUSTER_NAME if it runs
 	hack/image.sh operator
 	hack/image.sh kcp
-	if hack/kind.sh kind get clusters 2>/dev/null | grep -qx "$${CLUSTER_NAME:-kcp-shard-operator}"; then \
+	if hack/kind.sh kind get clusters 2>/dev/null | grep -x "$${CLUSTER_NAME:-kcp-shard-operator}" >/dev/null; then \
 	  hack/image.sh load "$${CLUSTER_NAME:-kcp-shard-operator}"; fi
 
 .PHONY: e2e-kind

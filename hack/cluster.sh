@@ -98,7 +98,7 @@ wait_nodes() {
 kw() { kwokctl -v "${KWOK_LOG_LEVEL:-WARN}" --name "${CLUSTER_NAME}" "$@"; }
 
 kwok_exists() {
-  kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"
+  kwokctl get clusters 2>/dev/null | grep -x "${CLUSTER_NAME}" >/dev/null # no -q: see kind.sh
 }
 
 kwok_up() {

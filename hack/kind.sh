@@ -116,7 +116,9 @@ run_kind() {
   PATH="$(kind_path)" "${KIND_BINARY}" "$@"
 }
 
-cluster_exists() { run_kind get clusters 2>/dev/null | grep -qx "$1"; }
+# grep reads the whole list: with -q it stops at the match, kind dies of SIGPIPE and pipefail
+# reports the cluster as missing.
+cluster_exists() { run_kind get clusters 2>/dev/null | grep -x "$1" >/dev/null; }
 
 cmd_up() {
   local name="$1" kubeconfig="$2" node config
