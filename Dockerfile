@@ -1,28 +1,37 @@
-# syntax=docker/dockerfile:1
 # The kcp-shard-operator image. Stage 1 builds the package into a wheel and
 # installs it with its dependencies into a virtualenv; stage 2 copies only that
-# virtualenv onto the same slim Python base and runs as a non-root numeric user
-# (the chart's runAsUser/runAsGroup), with no build tools and no pip cache.
+# virtualenv onto the same base and runs as a non-root numeric user (the chart's
+# runAsUser/runAsGroup), with no build tools and no pip cache.
 #
 #   docker build -t kcp-shard-operator:0.1.0 .
 #   kind load docker-image kcp-shard-operator:0.1.0      # for a kind cluster
+#   make image                                            # without registry access
+#
+# BASE_IMAGE is any Debian-like image with python3 (3.11) and its venv module:
+# `make image` (hack/image.sh) builds one from Debian packages when no registry
+# is reachable, and adds a wheelhouse/ of the package and its dependencies built
+# on the host, so that pip in the build stage needs no network.
 #
 # The root filesystem can be read-only: the operator writes only to /tmp
 # (the chart mounts an emptyDir there).
-ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+ARG BASE_IMAGE=python:3.11-slim-bookworm
 
-FROM ${PYTHON_IMAGE} AS build
+FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md wheelhouse* ./
 COPY operator ./operator
-RUN pip wheel --no-deps --wheel-dir /wheels . \
- && python -m venv /opt/kcp-shard-operator \
- && /opt/kcp-shard-operator/bin/pip install /wheels/kcp_shard_operator-*.whl \
+RUN python3 -m venv /opt/kcp-shard-operator \
+ && if ls kcp_shard_operator-*.whl >/dev/null 2>&1; then \
+      /opt/kcp-shard-operator/bin/pip install --no-index --find-links . kcp_shard_operator-*.whl; \
+    else \
+      /opt/kcp-shard-operator/bin/pip wheel --no-deps --wheel-dir /wheels . \
+      && /opt/kcp-shard-operator/bin/pip install /wheels/kcp_shard_operator-*.whl; \
+    fi \
  && /opt/kcp-shard-operator/bin/kcp-shard-operator --help >/dev/null
 
-FROM ${PYTHON_IMAGE}
+FROM ${BASE_IMAGE}
 LABEL org.opencontainers.image.title="kcp-shard-operator" \
       org.opencontainers.image.description="Runs and upgrades sharded kcp on Kubernetes" \
       org.opencontainers.image.licenses="Apache-2.0"

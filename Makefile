@@ -7,11 +7,12 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 CLUSTER ?= kwok
+export CLUSTER
 export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 
 .PHONY: help
 help: ## list targets
-	@grep -hE '^[a-zA-Z_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
+	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(BIN)/kcp-shard-operator: pyproject.toml
 	@echo ">> creating $(VENV) and installing the package with test extras"
@@ -71,8 +72,23 @@ cluster-down: ## delete the local cluster
 cluster-status: ## show the local cluster's components, version and nodes
 	CLUSTER=$(CLUSTER) hack/cluster.sh status
 
+.PHONY: image
+image: install ## operator and kcp images (no registry needed); loaded into the kind cluster CLUSTER_NAME if it runs
+	hack/image.sh operator
+	hack/image.sh kcp
+	if hack/kind.sh kind get clusters 2>/dev/null | grep -x "$${CLUSTER_NAME:-kcp-shard-operator}" >/dev/null; then \
+	  hack/image.sh load "$${CLUSTER_NAME:-kcp-shard-operator}"; fi
+
+.PHONY: e2e-kind
+e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready
+	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py
+
+.PHONY: e2e-upgrade
+e2e-upgrade: install ## rolling-upgrade e2e on kind with real kcp pods; prints the timeline
+	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py
+
 .PHONY: demo
-demo: ## the main job: cluster up, chart installed, operator running, samples Ready
+demo: ## the main job: cluster up, chart installed, operator running, samples Ready (CLUSTER=kind: real pods)
 	hack/demo.sh up
 
 .PHONY: demo-down
@@ -103,6 +119,7 @@ manifests: ## copy the CRD into the chart and render manifests/install.yaml from
 
 .PHONY: chart-lint
 chart-lint: ## helm lint --strict the chart with its default values and each ci/*-values.yaml
+	hack/tools.sh build helm
 	eval "$$(hack/tools.sh env)"; \
 	helm lint --strict $(CHART); \
 	for values in $(CHART)/ci/*-values.yaml; do helm lint --strict $(CHART) -f "$$values"; done

@@ -6,7 +6,8 @@
 # CLUSTER=kwok (default): kwokctl with the binary runtime and the binaries that
 # hack/tools.sh builds (real etcd, kube-apiserver, kube-controller-manager,
 # kube-scheduler; fake nodes and pods by kwok), bound to 127.0.0.1, RBAC on.
-# CLUSTER=kind: a kind cluster instead (needs a Docker engine and `kind`).
+# CLUSTER=kind: a kind cluster with real kubelets (hack/kind.sh: needs root and a Docker
+# engine, which it installs and starts on Debian; builds kind and its images offline).
 #
 # Environment:
 #   CLUSTER_NAME        cluster name (default kcp-shard-operator)
@@ -14,7 +15,6 @@
 #   CLUSTER_KUBECONFIG  kubeconfig to write (default <repo>/.cluster/kubeconfig);
 #                       ~/.kube/config is never touched
 #   KCP_SHARD_CACHE     cache root (default ~/.cache/kcp-shard-operator)
-#   KIND_NODE_IMAGE     node image for CLUSTER=kind (default: kind's own)
 #   KWOK_LOG_LEVEL      kwokctl log level (default WARN; INFO or DEBUG to see more)
 #   CLUSTER_WAIT_TIMEOUT  how long kwokctl/kind/kubectl wait for readiness (default 180s)
 #   CLUSTER_AUDIT_POLICY  kwok only: audit policy file; the API server then writes
@@ -109,7 +109,7 @@ wait_nodes() {
 kw() { kwokctl -v "${KWOK_LOG_LEVEL:-WARN}" --name "${CLUSTER_NAME}" "$@"; }
 
 kwok_exists() {
-  kwokctl get clusters 2>/dev/null | grep -qx "${CLUSTER_NAME}"
+  kwokctl get clusters 2>/dev/null | grep -x "${CLUSTER_NAME}" >/dev/null # no -q: see kind.sh
 }
 
 kwok_up() {
@@ -147,32 +147,18 @@ kwok_down() {
   rm -f "${CLUSTER_KUBECONFIG}"
 }
 
-kind_require() {
-  command -v kind >/dev/null ||
-    die "CLUSTER=kind needs the 'kind' binary on PATH (and a Docker engine); use the default CLUSTER=kwok here"
-  command -v docker >/dev/null && timeout 20 docker info >/dev/null 2>&1 ||
-    die "CLUSTER=kind needs a running Docker engine, none found; use the default CLUSTER=kwok here"
-}
-
+# kind: hack/kind.sh checks the host (root, disk, Docker engine; exit 2 with one line),
+# builds the node image without registry access when missing, and creates the cluster.
 kind_up() {
-  kind_require
-  load_tools
   "${HACK_DIR}/tools.sh" build kubernetes
-  mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
-  local image_args=()
-  [[ -z "${KIND_NODE_IMAGE:-}" ]] || image_args=(--image "${KIND_NODE_IMAGE}")
-  log "creating kind cluster ${CLUSTER_NAME}"
-  kind create cluster --name "${CLUSTER_NAME}" --kubeconfig "${CLUSTER_KUBECONFIG}" \
-    "${image_args[@]}" --wait "${WAIT_TIMEOUT}"
+  load_tools
+  "${HACK_DIR}/kind.sh" up "${CLUSTER_NAME}" "${CLUSTER_KUBECONFIG}"
   wait_apiserver
   CLUSTER_NODES=1 wait_nodes
 }
 
 kind_down() {
-  kind_require
-  log "deleting kind cluster ${CLUSTER_NAME}"
-  kind delete cluster --name "${CLUSTER_NAME}" --kubeconfig "${CLUSTER_KUBECONFIG}"
-  rm -f "${CLUSTER_KUBECONFIG}"
+  "${HACK_DIR}/kind.sh" down "${CLUSTER_NAME}" "${CLUSTER_KUBECONFIG}"
 }
 
 cmd_up() {

@@ -8,7 +8,7 @@
 #
 # kwok pods run no containers, so the chart's operator Deployment is scheduled
 # but never executes; the same code runs here as a local process instead, with
-# exactly the RBAC the chart grants.
+# exactly the RBAC the chart grants. CLUSTER=kind runs everything as real pods.
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -54,11 +54,36 @@ current-context: demo
 KUBECONFIG
 }
 
+# CLUSTER=kind: real pods. The images are built and loaded, the operator runs in-cluster
+# from its image, and a root and a non-root Shard on the locally built kcp (with generated
+# certificates and kubeconfigs) replace the samples, whose Secrets are placeholders.
+up_kind() {
+  local start=${SECONDS} ns=kcp-demo
+  log "building the operator and kcp images and loading them into the kind cluster"
+  make -C "${REPO_DIR}" --no-print-directory image
+  helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
+    --namespace "${OPERATOR_NS}" --create-namespace --wait --timeout 300s --set image.pullPolicy=Never
+  kubectl -n "${OPERATOR_NS}" rollout restart "deployment/${RELEASE}"
+  kubectl -n "${OPERATOR_NS}" rollout status "deployment/${RELEASE}" --timeout=180s
+  log "applying a root and a non-root Shard (kcp from the local image) with generated Secrets"
+  (cd "${REPO_DIR}" && .venv/bin/python -m tests.kind.demo_shards "${ns}") | kubectl apply -f -
+  log "waiting for both Shards to be Ready (real kcp pods)"
+  kubectl -n "${ns}" wait shards --all --for=jsonpath='{.status.phase}'=Ready --timeout=600s
+  kubectl -n "${ns}" get shards,deployments,pods
+  log "demo ready in $((SECONDS - start))s; the operator runs in namespace ${OPERATOR_NS}"
+  echo "export KUBECONFIG=${KUBECONFIG}"
+}
+
 up() {
   local start=${SECONDS}
   make -C "${REPO_DIR}" --no-print-directory install
   "${HACK_DIR}/cluster.sh" up
+  "${HACK_DIR}/tools.sh" build helm
   eval "$("${HACK_DIR}/tools.sh" env)"
+  if [[ "${CLUSTER:-kwok}" == kind ]]; then
+    up_kind
+    return
+  fi
   log "installing the chart (CRD, RBAC, operator Deployment)"
   helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
     --namespace "${OPERATOR_NS}" --create-namespace --set clusterWide=true --wait --timeout 180s

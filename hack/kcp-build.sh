@@ -3,6 +3,8 @@
 #
 #   hack/kcp-build.sh VERSION OUT_DIR WORK_DIR
 #
+# KCP_STANDIN=0 skips the stand-in kcp-without-identitycache (built by default).
+#
 # kcp's go.mod cannot be built with `go install`: it replaces every k8s.io module with
 # kcp's kubernetes fork and points its staging modules (sdk, client-go, apimachinery/v2,
 # code-generator/v3, virtual-workspace-framework, or ./sdk in older releases) at folders
@@ -73,7 +75,8 @@ go list -deps github.com/kcp-dev/kcp/cmd/kcp >/dev/null
 # serve: the same kcp with the identitycache controller not installed (nothing writes the
 # ConfigMap any more), built from a patched copy of the module in a second wrapper.
 kcp_dir="$(go list -m -f '{{.Dir}}' github.com/kcp-dev/kcp)"
-if grep -q '^func (s \*Server) installApiExportIdentityController(' "${kcp_dir}/pkg/server/controllers.go"; then
+if [[ "${KCP_STANDIN:-1}" != 0 ]] &&
+  grep -q '^func (s \*Server) installApiExportIdentityController(' "${kcp_dir}/pkg/server/controllers.go"; then
   standin="${WORK}/without-identitycache"
   rm -rf "${standin}"
   mkdir -p "${standin}"

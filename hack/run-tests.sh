@@ -11,7 +11,15 @@ BIN="${REPO_DIR}/.venv/bin"
 step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 started=${SECONDS}
 
-step "building missing tools (cached in ~/.cache/kcp-shard-operator)"
+step "make demo: builds exactly the tools it uses (tools dir: ${KCP_SHARD_TOOLS_DIR:-the cache})"
+demo_env=(CLUSTER_NAME=kcp-shard-operator-ci-demo
+  CLUSTER_KUBECONFIG="${REPO_DIR}/.cluster/ci-demo.kubeconfig" DEMO_LIVENESS_PORT=18089)
+trap 'env "${demo_env[@]}" hack/demo.sh down >/dev/null 2>&1 || true' EXIT
+env "${demo_env[@]}" make --no-print-directory demo
+env "${demo_env[@]}" hack/demo.sh down
+trap - EXIT
+
+step "building missing tools"
 hack/tools.sh build kubernetes etcd kwok helm kcp
 
 step "lint: ruff check, ruff format --check, mypy --strict"
@@ -21,13 +29,27 @@ step "lint: ruff check, ruff format --check, mypy --strict"
 
 step "pytest: unit and end-to-end tests"
 set +e
-"${BIN}/pytest" -v --durations=15 --timeout=900 "$@"
+# The kind tests (real pods) are their own targets: make e2e-kind, make e2e-upgrade.
+"${BIN}/pytest" -v --durations=15 --timeout=900 -m "not kind" "$@"
 code=$?
 set -e
 if [[ ${code} -eq 5 ]]; then
   # Exit 5 means pytest collected nothing: for this project that is a broken test run.
   echo "pytest collected no tests; failing" >&2
   code=1
+fi
+
+# Real pods on kind when its images were built before (a cold build of them takes ~15 min).
+node_image_stamp="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}/kind/node-image"
+if [[ -f "${node_image_stamp}" ]] && command -v dockerd >/dev/null; then
+  step "kind e2e: chart, in-cluster operator, real kcp pods (node image $(cat "${node_image_stamp}"))"
+  set +e
+  "${BIN}/pytest" -v --timeout=1800 -m kind tests/kind/test_real_shards.py
+  kind_code=$?
+  set -e
+  [[ ${kind_code} -eq 0 ]] || code=${kind_code}
+else
+  step "kind e2e not run: no kind node image built on this machine yet (make e2e-kind builds it)"
 fi
 step "finished in $((SECONDS - started))s with exit code ${code}"
 exit "${code}"

@@ -3,7 +3,14 @@
 # version-keyed cache, reusing what is already there.
 #
 #   hack/tools.sh build [kubernetes|etcd|kwok|helm|kcp ...]   build what is missing (kcp: on request)
+#   hack/tools.sh build kind kubernetes-node crictl coredns   kind and its node's binaries (hack/kind.sh)
+#   hack/tools.sh build kcp-upgrade                       the newer kcp of make e2e-upgrade
 #   hack/tools.sh env                                     print export lines
+#
+# Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
+# sources and, unless KCP_SHARD_TOOLS_DIR names another directory, the binaries
+# (CI points KCP_SHARD_TOOLS_DIR at an empty directory, so that a target that
+# forgets to build a tool it uses fails there).
 set -euo pipefail
 
 HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -11,7 +18,7 @@ HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${HACK_DIR}/versions.env"
 
 CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
-TOOLS_DIR="${CACHE_DIR}/tools"
+TOOLS_DIR="${KCP_SHARD_TOOLS_DIR:-${CACHE_DIR}/tools}"
 SRC_DIR="${CACHE_DIR}/src"
 export CGO_ENABLED=0
 export GOFLAGS=-mod=mod
@@ -22,6 +29,11 @@ ETCD_DIR="${TOOLS_DIR}/etcd-${ETCD_VERSION}"
 KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
 HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
 KCP_DIR="${TOOLS_DIR}/kcp-${KCP_VERSION}"
+KCP_UPGRADE_DIR="${TOOLS_DIR}/kcp-${KCP_UPGRADE_VERSION}"
+KIND_DIR="${TOOLS_DIR}/kind-${KIND_VERSION}"
+K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
+CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
+COREDNS_DIR="${TOOLS_DIR}/coredns-${COREDNS_VERSION}"
 
 log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -45,11 +57,12 @@ k8s_ldflags() {
   echo "${flags}"
 }
 
-build_kubernetes() {
+# The wrapper module that builds commands of k8s.io/kubernetes; prints its directory.
+kubernetes_module() {
   local v="${KUBERNETES_VERSION}" staging_version mod_file work
   staging_version="v0.${v#v1.}"
   work="${SRC_DIR}/kubernetes-${v}"
-  mkdir -p "${work}" "${K8S_DIR}"
+  mkdir -p "${work}"
   mod_file="$(go mod download -json "k8s.io/kubernetes@${v}" | sed -n 's/.*"GoMod": "\(.*\)",/\1/p')"
   {
     echo "module kcp-shard-operator/tools/kubernetes"
@@ -62,12 +75,41 @@ build_kubernetes() {
     grep -E '^\s+k8s\.io/[a-z0-9-]+ v0\.0\.0$' "${mod_file}" | awk -v sv="${staging_version}" \
       '{ printf "replace %s => %s %s\n", $1, $1, sv }'
   } >"${work}/go.mod"
-  (cd "${work}" && go build -trimpath -ldflags "$(k8s_ldflags "${v}")" -o "${K8S_DIR}/" \
+  echo "${work}"
+}
+
+build_kubernetes() {
+  local work
+  work="$(kubernetes_module)"
+  mkdir -p "${K8S_DIR}"
+  (cd "${work}" && go build -trimpath -ldflags "$(k8s_ldflags "${KUBERNETES_VERSION}")" -o "${K8S_DIR}/" \
     k8s.io/kubernetes/cmd/kube-apiserver \
     k8s.io/kubernetes/cmd/kube-controller-manager \
     k8s.io/kubernetes/cmd/kube-scheduler \
     k8s.io/kubernetes/cmd/kubectl)
 }
+
+build_kubernetes_node() {
+  local work
+  work="$(kubernetes_module)"
+  mkdir -p "${K8S_NODE_DIR}"
+  (cd "${work}" && go build -trimpath -ldflags "$(k8s_ldflags "${KUBERNETES_VERSION}")" -o "${K8S_NODE_DIR}/" \
+    k8s.io/kubernetes/cmd/kubelet \
+    k8s.io/kubernetes/cmd/kubeadm \
+    k8s.io/kubernetes/cmd/kube-proxy)
+}
+
+# go install of a module's command at a version into a directory.
+go_install() {
+  local dir="$1"
+  shift
+  mkdir -p "${dir}"
+  GOFLAGS= GOBIN="${dir}" go install -trimpath -ldflags "-s -w" "$@"
+}
+
+build_kind() { go_install "${KIND_DIR}" "sigs.k8s.io/kind@${KIND_VERSION}"; }
+build_crictl() { go_install "${CRICTL_DIR}" "sigs.k8s.io/cri-tools/cmd/crictl@${CRICTL_VERSION}"; }
+build_coredns() { go_install "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"; }
 
 build_etcd() {
   local work="${SRC_DIR}/etcd-${ETCD_VERSION}"
@@ -93,6 +135,11 @@ build_helm() {
 
 build_kcp() {
   "${HACK_DIR}/kcp-build.sh" "${KCP_VERSION}" "${KCP_DIR}" "${SRC_DIR}/kcp-${KCP_VERSION}"
+}
+
+build_kcp_upgrade() {
+  KCP_STANDIN=0 "${HACK_DIR}/kcp-build.sh" "${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}" \
+    "${SRC_DIR}/kcp-${KCP_UPGRADE_VERSION}"
 }
 
 # Build a tool once: concurrent runs wait on a per-tool lock, and a directory
@@ -134,6 +181,13 @@ cmd_build() {
       kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
       kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp" build_kcp ;;
+      kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp" build_kcp_upgrade ;;
+      kind) ensure "kind ${KIND_VERSION}" "${KIND_DIR}/kind" build_kind ;;
+      kubernetes-node)
+        ensure "kubelet, kubeadm, kube-proxy ${KUBERNETES_VERSION}" "${K8S_NODE_DIR}/kube-proxy" build_kubernetes_node
+        ;;
+      crictl) ensure "crictl ${CRICTL_VERSION}" "${CRICTL_DIR}/crictl" build_crictl ;;
+      coredns) ensure "coredns ${COREDNS_VERSION}" "${COREDNS_DIR}/coredns" build_coredns ;;
       *) log "unknown tool: ${tool}"; exit 2 ;;
     esac
   done
@@ -151,6 +205,10 @@ cmd_env() {
   echo "export KWOK_CONTROLLER_BINARY=${KWOK_DIR}/kwok"
   echo "export KCP_SHARD_TOOLS_DIR=${TOOLS_DIR}"
   echo "export KCP_BINARY=${KCP_DIR}/kcp"
+  echo "export KCP_UPGRADE_BINARY=${KCP_UPGRADE_DIR}/kcp"
+  echo "export KIND_BINARY=${KIND_DIR}/kind"
+  echo "export KUBERNETES_DIR=${K8S_DIR} KUBERNETES_NODE_DIR=${K8S_NODE_DIR} ETCD_BINARY=${ETCD_DIR}/etcd"
+  echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
 }
 
 case "${1:-build}" in

@@ -303,3 +303,87 @@ def test_missing_mounted_secrets_are_named() -> None:
     shard = make(shard_object(tls={"clientCASecretRef": {"name": "ca"}}))
     assert plan(shard, None, {}, RELEASE, {"ca": ""}).missing_secrets == ["ca"]
     assert plan(shard, None, {}, RELEASE, {"ca": "5"}).missing_secrets == []
+
+
+@pytest.mark.parametrize(
+    ("running", "wanted", "refused"),
+    [
+        ("0.28.0", "0.27.1", True),
+        ("0.28.3", "0.27.9", True),
+        ("1.0.0", "0.99.0", True),
+        ("0.28.1", "0.28.0", False),
+        ("0.28.0", "0.28.0-rc.1", False),
+        ("0.27.1", "0.28.0", False),
+        ("0.28.0", "0.28.0", False),
+        (None, "0.27.1", False),
+        ("not-a-version", "0.27.1", False),
+    ],
+)
+def test_downgrade_to_an_older_minor_is_refused(
+    running: str | None, wanted: str, refused: bool
+) -> None:
+    shard = make(shard_object(version=wanted))
+    observed: dict[str, JSON | None] = {"Deployment": deployment_at(running) if running else None}
+    decision = plan(shard, None, observed, RELEASE)
+    assert (decision.error is not None) is refused
+    if refused:
+        assert decision.error_reason == "DowngradeRefused"
+        assert f"the shard stays at kcp {running}" in (decision.error or "")
+        assert decision.apply == []
+
+
+def test_refused_downgrade_keeps_the_running_version_but_follows_the_rest_of_its_spec() -> None:
+    running = render_shard(make(shard_object(version="0.28.0")), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    wanted = shard_object(version="0.27.1", replicas=2, etcd={"endpoints": ["https://e:2379"]})
+    decision = plan(make(wanted), None, observed, RELEASE)
+    assert decision.error_reason == "DowngradeRefused"
+    assert decision.waiting is None
+    kinds = {o["kind"]: o for o in decision.apply}
+    assert sorted(kinds) == ["Deployment", "PodDisruptionBudget"]
+    template = kinds["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    assert template["spec"]["containers"][0]["image"] == "ghcr.io/kcp-dev/kcp:v0.28.0"
+    assert kinds["Deployment"]["spec"]["replicas"] == 2
+
+
+def test_non_root_downgrade_is_refused_rather_than_waiting() -> None:
+    root = root_with("0.28.0", spec_version="0.27.1")
+    running = render_shard(make(non_root_object(version="0.28.0")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    decision = plan(make(non_root_object(version="0.27.1")), root, observed, RELEASE)
+    assert decision.error_reason == "DowngradeRefused"
+    assert decision.waiting is None
+    assert decision.apply == []
+
+
+def test_minor_upgrade_recreates_then_returns_to_rolling_updates() -> None:
+    def at(spec_version: str, rolled_out: str) -> Shard:
+        obj = shard_object(version=spec_version, replicas=2, etcd={"endpoints": ["https://e"]})
+        obj["status"] = {"version": rolled_out}
+        return make(obj)
+
+    old = render_shard(at("0.27.1", "0.27.1"), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in old.objects}
+    upgrade = {o["kind"]: o for o in plan(at("0.28.0", "0.27.1"), None, observed, RELEASE).apply}
+    assert upgrade["Deployment"]["spec"]["strategy"] == {"type": "Recreate"}
+    template = upgrade["Deployment"]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    observed.update(upgrade)
+    during = plan(at("0.28.0", "0.27.1"), None, observed, RELEASE)
+    assert during.apply == []
+    done = {o["kind"]: o for o in plan(at("0.28.0", "0.28.0"), None, observed, RELEASE).apply}
+    assert list(done) == ["Deployment"]
+    assert done["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert done["Deployment"]["spec"]["template"] == template
+
+
+def test_waiting_non_root_shard_keeps_rolling_updates() -> None:
+    root = root_with("0.27.1", spec_version="0.28.0")
+    obj = non_root_object(version="0.28.0")
+    obj["status"] = {"version": "0.27.1"}
+    running = render_shard(make(non_root_object(version="0.27.1")), root, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    decision = plan(make(obj), root, observed, RELEASE)
+    assert decision.waiting is not None
+    assert decision.apply == []

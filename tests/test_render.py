@@ -358,3 +358,31 @@ def test_sharded_kcp_trust_and_client_settings(root: Shard) -> None:
         {"key": "k", "path": "kubeconfig"}
     ]
     assert {"rh-ca", "client", "root-ca", "lca", "elca"} <= set(shard.spec.secret_names)
+
+
+@pytest.mark.parametrize(
+    ("rolled_out", "wanted", "strategy"),
+    [
+        (None, "0.28.0", "RollingUpdate"),
+        ("0.28.0", "0.28.0", "RollingUpdate"),
+        ("0.28.0", "0.28.1", "RollingUpdate"),
+        ("0.28.1", "0.28.0", "RollingUpdate"),
+        ("0.28.0", "0.29.0-rc.1", "Recreate"),
+        ("0.27.1", "0.28.0", "Recreate"),
+        ("0.28.0", "1.28.0", "Recreate"),
+        ("0.28.0", "0.27.1", "Recreate"),
+        ("not-a-version", "0.28.0", "RollingUpdate"),
+    ],
+)
+def test_recreate_while_moving_to_another_minor(
+    rolled_out: str | None, wanted: str, strategy: str
+) -> None:
+    obj = shard_object(version=wanted)
+    if rolled_out:
+        obj["status"] = {"version": rolled_out}
+    rendered = render_shard(make(obj), None, RELEASE).deployment["spec"]["strategy"]
+    assert rendered["type"] == strategy
+    if strategy == "Recreate":
+        assert "rollingUpdate" not in rendered
+    else:
+        assert rendered["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}

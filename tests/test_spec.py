@@ -42,7 +42,7 @@ def test_namespace_defaults_to_default() -> None:
         (shard_object(version="v0.34.0"), "spec.version", "does not match"),
         (shard_object(version="0.33"), "spec.version", "does not match"),
         (shard_object(version=33), "spec.version", "must be a string"),
-        (shard_object(version="0.30.0"), "spec.version", "older than the oldest supported"),
+        (shard_object(version="0.26.9"), "spec.version", "older than the oldest supported"),
         (shard_object(replicas=0), "spec.replicas", "at least 1"),
         (shard_object(replicas="2"), "spec.replicas", "must be an integer"),
         (shard_object(replicas=True), "spec.replicas", "must be an integer"),

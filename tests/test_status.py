@@ -271,3 +271,23 @@ def test_change_events_tell_drift_from_spec_changes() -> None:
     assert "brought back to the rendered state" in drift.message
     assert "generation 3" in spec.message
     assert change_event("Service", "root-kcp", "Created", 1) is None
+
+
+def test_refused_downgrade_is_degraded_while_the_running_version_serves() -> None:
+    obj = shard_object(version="0.27.1")
+    obj["status"] = {"version": "0.28.0"}
+    shard = make(obj)
+    ready = status_of(shard, Observation(deployment=deployment("0.28.0")))
+    seen = Observation(
+        deployment=deployment("0.28.0"), error="stays at 0.28.0", error_reason="DowngradeRefused"
+    )
+    refused = status_of(shard, seen)
+    assert refused["phase"] == "Degraded"
+    assert refused["version"] == "0.28.0"
+    assert condition(refused, "Ready")["status"] == "True"  # type: ignore[index]
+    assert condition(refused, "Progressing")["status"] == "False"  # type: ignore[index]
+    assert condition(refused, "Degraded")["reason"] == "DowngradeRefused"  # type: ignore[index]
+    assert [(e.type, e.reason) for e in events_between(ready, refused)] == [
+        ("Warning", "DowngradeRefused")
+    ]
+    assert events_between(refused, refused) == []

@@ -60,7 +60,7 @@ def test_round_trip_and_build_metadata() -> None:
         (ROOT_SHARD_KUBECONFIG_FLAG, "0.33.5", Role.NON_ROOT, "0.34.0", True),
         (CACHE_KUBECONFIG_FLAG, "0.31.0", Role.NON_ROOT, "0.34.0", True),
         (CACHE_KUBECONFIG_FLAG, "0.34.0", Role.ROOT, "0.34.0", True),
-        (CACHE_KUBECONFIG_FLAG, "0.30.0", Role.NON_ROOT, "0.34.0", False),
+        (CACHE_KUBECONFIG_FLAG, "0.26.0", Role.NON_ROOT, "0.34.0", False),
     ],
 )
 def test_flag_gates(flag: str, version: str, role: Role, release: str, expected: bool) -> None:

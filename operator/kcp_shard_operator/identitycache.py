@@ -23,7 +23,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 from kcp_shard_operator.model import JSON
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED, Condition, condition
-from kcp_shard_operator.versions import Version
+from kcp_shard_operator.versions import Version, parse_or_none
 
 CONFIGMAP_NAME = "apiexport-identity-cache"
 CONFIGMAP_NAMESPACE = "default"
@@ -57,15 +57,6 @@ class Decision:
     condition: Condition | None = None
 
 
-def _parse(version: object) -> Version | None:
-    if not isinstance(version, str) or not version:
-        return None
-    try:
-        return Version.parse(version)
-    except ValueError:
-        return None
-
-
 def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) -> Decision:
     """Whether the operator should clean ``shard`` now, and the condition to record otherwise.
 
@@ -79,8 +70,8 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
     if shard.spec.is_root:
         return Decision(Action.SKIP, "RootShard", "a root shard never has the ConfigMap")
     status: JSON = shard.status or {}
-    running = _parse(status.get("version"))
-    target = _parse(shard.spec.version)
+    running = shard.status_version
+    target = parse_or_none(shard.spec.version)
     previous = condition(status, IDENTITY_CACHE_CLEANED)
     cleaned = previous is not None and previous.get("status") == "True"
     old = [v for v in (running, target) if v is not None and v < deprecating_release]

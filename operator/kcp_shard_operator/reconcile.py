@@ -11,10 +11,12 @@ from typing import Any
 
 from kcp_shard_operator import FIELD_MANAGER
 from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import HASH_ANNOTATION, render_shard, secret_names
+from kcp_shard_operator.render import HASH_ANNOTATION, child_name, render_shard, secret_names
 from kcp_shard_operator.spec import Shard
 from kcp_shard_operator.status import deployed_version
-from kcp_shard_operator.versions import InvalidVersionError, Version
+from kcp_shard_operator.versions import Version, parse_or_none
+
+DOWNGRADE_REFUSED = "DowngradeRefused"
 
 
 @dataclass(frozen=True)
@@ -31,25 +33,38 @@ class Plan:
     missing_secrets: list[str] = field(default_factory=list)
 
 
-def root_status_version(root: Shard) -> Version | None:
-    text = (root.status or {}).get("version")
-    try:
-        return Version.parse(text) if text else None
-    except InvalidVersionError:
-        return None
-
-
 def waiting_for_root(shard: Shard, root: Shard, deployment: JSON | None) -> str | None:
     """Why a non-root shard must not roll to its spec version yet, or None."""
     if deployed_version(deployment) == shard.spec.version:
         return None
-    running = root_status_version(root)
+    running = root.status_version
     if running is not None and running >= shard.spec.kcp_version:
         return None
     return (
         f"root shard {root.name} runs kcp {running or '(not rolled out yet)'}; "
         f"kcp {shard.spec.version} waits until the root shard has rolled out "
         f"{shard.spec.version} or newer"
+    )
+
+
+def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
+    """Why ``shard`` must stay at the kcp version its Deployment runs, or None.
+
+    kcp supports no downgrade to an older minor release: a newer minor may store objects in
+    an API version the older one does not know. kcp 0.28 stores APIExports and APIBindings
+    as apis.kcp.io/v1alpha2; kcp 0.27 then never becomes ready on that etcd (its CRD update
+    is refused: status.storedVersions lists v1alpha2). A patch downgrade goes ahead.
+    """
+    running = parse_or_none(deployed_version(deployment))
+    wanted = shard.spec.kcp_version
+    if running is None or wanted.minor_release >= running.minor_release:
+        return None
+    return (
+        f"kcp {wanted} would downgrade the running kcp {running} to an older minor release, "
+        "which kcp does not support (a newer minor may store objects in API versions the "
+        f"older one cannot read); the shard stays at kcp {running}. Set spec.version back to "
+        f"{running}, or restore etcd from a backup taken before the upgrade and delete "
+        f"Deployment {child_name(shard)} to start over at kcp {wanted}"
     )
 
 
@@ -72,15 +87,22 @@ def plan(
     except SpecError as err:
         return Plan(error=str(err))
     deployment = observed.get("Deployment")
-    waiting = waiting_for_root(shard, root, deployment) if root is not None else None
-    if waiting:
+    refusal = refused_downgrade(shard, deployment)
+    waiting = None
+    if refusal is None and root is not None:
+        waiting = waiting_for_root(shard, root, deployment)
+    held_back = refusal is not None or waiting is not None
+    verdict = (
+        Plan(error=refusal, error_reason=DOWNGRADE_REFUSED) if refusal else Plan(waiting=waiting)
+    )
+    if held_back:
         held = held_at_running_version(shard, deployment)
         if held is None:
-            return Plan(waiting=waiting)
+            return verdict
         try:
             rendered = render_shard(held, root, deprecating_release, secret_revisions)
         except SpecError:
-            return Plan(waiting=waiting)
+            return verdict
     drifted = [
         obj
         for obj in rendered.objects
@@ -88,23 +110,23 @@ def plan(
         or foreign_fields(observed.get(obj["kind"]) or {}, FIELD_MANAGER)
     ]
     mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
-    return Plan(
+    return replace(
+        verdict,
         apply=drifted,
         missing_secrets=[]
         if secret_revisions is None
         else [name for name in mounted if not secret_revisions.get(name)],
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
-        waiting=waiting,
-        dropped_args=[] if waiting else rendered.dropped_args,
-        unused_refs=[] if waiting else rendered.unused_refs,
+        dropped_args=[] if held_back else rendered.dropped_args,
+        unused_refs=[] if held_back else rendered.unused_refs,
     )
 
 
 def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
     """``shard`` pinned to the kcp version and image its Deployment runs now.
 
-    While a shard waits for its root, the rest of its spec still applies (and hand edits
-    are still put back), but the version stays where it is.
+    While a shard waits for its root or refuses a downgrade, the rest of its spec still
+    applies (and hand edits are still put back), but the version stays where it is.
     """
     running = deployed_version(deployment)
     if running is None or deployment is None:

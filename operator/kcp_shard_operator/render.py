@@ -322,10 +322,7 @@ def _deployment(
         "spec": {
             "replicas": spec.replicas,
             "selector": {"matchLabels": selector_labels(shard)},
-            "strategy": {
-                "type": "RollingUpdate",
-                "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
-            },
+            "strategy": strategy(shard),
             "template": {
                 "metadata": {
                     "labels": labels(shard, root_name, versioned=True),
@@ -335,6 +332,26 @@ def _deployment(
             },
         },
     }
+
+
+def changes_minor_release(shard: Shard) -> bool:
+    """Whether ``shard`` moves from the kcp minor release rolled out on every replica
+    (``status.version``) to another one."""
+    running = shard.status_version
+    return running is not None and running.minor_release != shard.spec.kcp_version.minor_release
+
+
+def strategy(shard: Shard) -> JSON:
+    """One surge pod at a time; ``Recreate`` while the shard moves to another kcp minor.
+
+    Two kcp minor releases on one etcd fight over their bootstrap objects: kcp 0.27.1
+    replicas keep patching the APIExports a 0.28.0 pod bootstraps as apis.kcp.io/v1alpha2,
+    and the 0.28.0 pod stays unready for minutes (restarted by its startup probe). Recreate
+    stops the old replicas first: the shard is down for one pod's restart instead.
+    """
+    if changes_minor_release(shard):
+        return {"type": "Recreate"}
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}
 
 
 def _service(shard: Shard, root_name: str | None) -> JSON:

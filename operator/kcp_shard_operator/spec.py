@@ -19,6 +19,7 @@ from kcp_shard_operator.versions import (
     InvalidVersionError,
     Version,
     ignores_root_shard_flag,
+    parse_or_none,
 )
 
 DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
@@ -334,6 +335,11 @@ class Shard:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def status_version(self) -> Version | None:
+        """The kcp version rolled out on every replica (``status.version``), if valid."""
+        return parse_or_none((self.status or {}).get("version"))
 
 
 SPEC_RULES = (

@@ -48,6 +48,11 @@ class Version:
         major, minor, patch, pre = match.groups()
         return cls(int(major), int(minor), int(patch), pre or "")
 
+    @property
+    def minor_release(self) -> tuple[int, int]:
+        """Major and minor: versions that differ only in patch or pre-release share it."""
+        return (self.major, self.minor)
+
     def _key(self) -> tuple[int, int, int, int, tuple[tuple[int, int | str], ...]]:
         pre = tuple(
             (0, int(part)) if part.isdigit() else (1, part) for part in self.prerelease.split(".")
@@ -64,6 +69,16 @@ class Version:
         return f"{base}-{self.prerelease}" if self.prerelease else base
 
 
+def parse_or_none(text: object) -> Version | None:
+    """``text`` as a Version; None when it is empty, not a string or not a version."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return Version.parse(text)
+    except InvalidVersionError:
+        return None
+
+
 DEFAULT_DEPRECATING_RELEASE = Version(0, 34, 0)
 """First kcp release that ignores ``--root-shard-kubeconfig-file`` on non-root shards.
 
@@ -76,9 +91,11 @@ is the earliest release that can ignore it. Change it with
 (chart value ``operator.rootShardFlagRemovedIn``) once kcp tags the release.
 """
 
-MINIMUM_KCP_VERSION = Version(0, 31, 0)
-"""Oldest kcp the operator renders for: the release that made
-``--cache-kubeconfig`` mandatory on non-root shards."""
+MINIMUM_KCP_VERSION = Version(0, 27, 0)
+"""Oldest kcp the operator renders for: 0.27. The kind e2e runs v0.27.1 and v0.28.0 (the kcp
+releases that build from the Go module proxy) from the rendered Deployments. Every flag the
+operator renders exists there, ``--cache-kubeconfig`` included (kcp has accepted it since
+0.11; from 0.31 on non-root shards cannot start without it)."""
 
 
 def deprecating_release_from_env(environ: dict[str, str] | None = None) -> Version:

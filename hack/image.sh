@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The operator image and kcp images, built without a container registry.
+#
+#   hack/image.sh operator        kcp-shard-operator:<appVersion> from the Dockerfile
+#   hack/image.sh kcp             kcp images of the kcp binaries hack/tools.sh builds
+#   hack/image.sh kcp-upgrade     the image of the newer kcp of make e2e-upgrade
+#   hack/image.sh names           print the image names, one a line
+#   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
+#
+# The operator's base is python:3.11-slim-bookworm when docker has it (pulled or loaded);
+# otherwise Debian's python3 from a debootstrap rootfs, built once and cached as
+# kcp-shard-operator-kind/python:<suite>-<key>. The package and its dependencies are
+# built into a wheelhouse on the host (containers here cannot reach the package index).
+# kcp images are FROM scratch with the static binary at /kcp (what the rendered
+# Deployment runs): kcp-shard-operator-kind/kcp:v<KCP_VERSION> and, for the stand-in
+# without the identitycache controller, :v<KCP_VERSION>-without-identitycache.
+# hack/kind.sh check runs first (root, disk, a running Docker engine).
+set -euo pipefail
+
+HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_DIR="$(dirname "${HACK_DIR}")"
+# shellcheck source=versions.env
+source "${HACK_DIR}/versions.env"
+CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
+PREFIX=kcp-shard-operator-kind
+export DOCKER_BUILDKIT=0
+APP_VERSION="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' "${REPO_DIR}/charts/kcp-shard-operator/Chart.yaml")"
+OPERATOR_IMAGE="${OPERATOR_IMAGE:-kcp-shard-operator:${APP_VERSION}}"
+KCP_IMAGE_REPOSITORY="${PREFIX}/kcp"
+UPSTREAM_PYTHON=python:3.11-slim-bookworm
+
+log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
+
+python_base() {
+  if image_exists "${UPSTREAM_PYTHON}"; then
+    echo "${UPSTREAM_PYTHON}"
+    return
+  fi
+  local packages=python3,python3-venv,ca-certificates key tag work started=${SECONDS}
+  key="$(echo "${packages} ${DEBIAN_SUITE}" | sha256sum | cut -c1-10)"
+  tag="${PREFIX}/python:${DEBIAN_SUITE}-${key}"
+  if image_exists "${tag}"; then
+    log "python base ${tag}: cached"
+    echo "${tag}"
+    return
+  fi
+  mkdir -p "${CACHE_DIR}/kind"
+  work="$(mktemp -d "${CACHE_DIR}/kind/python.XXXXXX")"
+  # shellcheck disable=SC2064
+  trap "rm -rf '${work}'" EXIT
+  log "debootstrap ${DEBIAN_SUITE} with python3 (no registry: the base is built from Debian packages)"
+  local mirror
+  mirror="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
+  debootstrap --variant=minbase --include="${packages}" "${DEBIAN_SUITE}" \
+    "${work}/rootfs" "${DEBIAN_MIRROR:-${mirror:-http://deb.debian.org/debian}}" >"${work}/debootstrap.log" 2>&1 ||
+    { tail -n 20 "${work}/debootstrap.log" >&2; exit 1; }
+  rm -rf "${work}/rootfs/var/lib/apt/lists/"* "${work}/rootfs/var/cache/apt/"*.bin \
+    "${work}/rootfs/var/cache/apt/archives/"*.deb
+  tar -C "${work}/rootfs" -c . | docker import --change 'CMD ["python3"]' - "${tag}" >/dev/null
+  rm -rf "${work}"
+  trap - EXIT
+  log "python base ${tag} built in $((SECONDS - started))s"
+  echo "${tag}"
+}
+
+cmd_operator() {
+  local base context started=${SECONDS}
+  base="$(python_base)"
+  context="$(mktemp -d)"
+  # shellcheck disable=SC2064
+  trap "rm -rf '${context}'" EXIT
+  cp -r "${REPO_DIR}/Dockerfile" "${REPO_DIR}/.dockerignore" "${REPO_DIR}/pyproject.toml" \
+    "${REPO_DIR}/README.md" "${REPO_DIR}/operator" "${context}/"
+  find "${context}/operator" -name __pycache__ -prune -exec rm -rf {} +
+  log "building the wheelhouse (the package and its dependencies) on the host"
+  make -C "${REPO_DIR}" --no-print-directory install >&2
+  "${REPO_DIR}/.venv/bin/pip" wheel -q --wheel-dir "${context}/wheelhouse" "${context}" >&2
+  log "building ${OPERATOR_IMAGE} on ${base}"
+  docker build -q --build-arg "BASE_IMAGE=${base}" -t "${OPERATOR_IMAGE}" "${context}" >/dev/null
+  rm -rf "${context}"
+  trap - EXIT
+  log "${OPERATOR_IMAGE} built in $((SECONDS - started))s"
+}
+
+# kcp_image TAG BINARY
+kcp_image() {
+  local context
+  context="$(mktemp -d)"
+  mkdir -p "${context}/tmp"
+  chmod 1777 "${context}/tmp"
+  cp "$2" "${context}/kcp"
+  printf 'FROM scratch\nCOPY tmp /tmp\nCOPY kcp /kcp\nUSER 65532:65532\nENTRYPOINT ["/kcp"]\n' >"${context}/Dockerfile"
+  docker build -q -t "$1" "${context}" >/dev/null
+  rm -rf "${context}"
+  log "built $1 from $2"
+}
+
+cmd_kcp() {
+  "${HACK_DIR}/tools.sh" build kcp >&2
+  eval "$("${HACK_DIR}/tools.sh" env)"
+  kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}" "${KCP_BINARY}"
+  kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache" \
+    "$(dirname "${KCP_BINARY}")/kcp-without-identitycache"
+}
+
+cmd_kcp_upgrade() {
+  "${HACK_DIR}/tools.sh" build kcp-upgrade >&2
+  eval "$("${HACK_DIR}/tools.sh" env)"
+  kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_BINARY}"
+}
+
+cmd_names() {
+  echo "${OPERATOR_IMAGE}"
+  echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}"
+  echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache"
+  echo "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}"
+}
+
+cmd_load() {
+  local built=()
+  for image in $(cmd_names); do
+    if image_exists "${image}"; then built+=("${image}"); fi
+  done
+  "${HACK_DIR}/kind.sh" load "$1" "${built[@]}"
+}
+
+case "${1:-}" in
+  operator) "${HACK_DIR}/kind.sh" check && cmd_operator ;;
+  kcp) "${HACK_DIR}/kind.sh" check && cmd_kcp ;;
+  kcp-upgrade) "${HACK_DIR}/kind.sh" check && cmd_kcp_upgrade ;;
+  names) cmd_names ;;
+  load) cmd_load "$2" ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | names | load CLUSTER" >&2; exit 2 ;;
+esac
