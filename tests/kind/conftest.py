@@ -68,7 +68,9 @@ def operator_release(kind_cluster: Cluster, pytestconfig: pytest.Config) -> Iter
         log(f"helm install {RELEASE} (operator image {image_names()[0]})")
         helm(
             kind_cluster, "upgrade", "--install", RELEASE, str(CHART), *args,
-            "--set", "image.pullPolicy=Never", "--set", "operator.logFormat=full", timeout=400,
+            # Each test makes its own namespace: watch them all (the chart's opt-in mode).
+            "--set", "image.pullPolicy=Never", "--set", "operator.logFormat=full",
+            "--set", "clusterWide=true", timeout=400,
         )  # fmt: skip
         if os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1":
             # The same tag may hold a newly built image: restart onto it.
