@@ -17,10 +17,10 @@ from typing import Any
 
 from report import report
 
-from kcp_shard_operator.migrate import migrate_text
-from kcp_shard_operator.render import render_shard
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.migrate.values import migrate_text
 
 RESULTS = Path(__file__).parent / "results" / "latest.json"
 RELEASE = DEFAULT_DEPRECATING_RELEASE

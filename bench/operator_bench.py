@@ -49,10 +49,10 @@ from tests.e2e.kube import (
     wait_for,
 )
 
-from kcp_shard_operator.handlers import RESYNC_SECONDS
-from kcp_shard_operator.render import render_shard
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 
 RESULTS = Path(__file__).parent / "results" / "operator.json"
 SIZES = [int(n) for n in os.environ.get("BENCH_SHARDS", "100 1000").split()]

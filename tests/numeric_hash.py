@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kcp_shard_operator.render import HASH_ANNOTATION, render_shard
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.render import HASH_ANNOTATION, render_shard
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 
 NUMERIC = re.compile(r"^[0-9]+(e[0-9]+)?$")
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from kcp_shard_operator.cache import Store, trimmed
-from kcp_shard_operator.model import JSON
+from kcp_shard_operator.controller.store import Store, trimmed
+from kcp_shard_operator.core.model import JSON
 
 
 def obj(name: str, rv: str, namespace: str = "ns", **fields: object) -> JSON:

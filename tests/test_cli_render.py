@@ -6,7 +6,7 @@ import pytest
 import yaml
 from ruamel.yaml import YAML
 
-from kcp_shard_operator.cli import main
+from kcp_shard_operator.cli.main import main
 
 from .conftest import non_root_object, shard_object
 from .numeric_hash import numeric_hash_shard

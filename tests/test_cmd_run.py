@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from kcp_shard_operator.cli import main
+from kcp_shard_operator.cli.main import main
 
 
 def test_peering_lifetime_below_ten_seconds_is_refused() -> None:

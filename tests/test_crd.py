@@ -4,8 +4,8 @@ from pathlib import Path
 
 import yaml
 
-from kcp_shard_operator.cmd_crd import crd_yaml
-from kcp_shard_operator.spec import SPEC_RULES
+from kcp_shard_operator.cli.crd import crd_yaml
+from kcp_shard_operator.core.spec import SPEC_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "manifests" / "crds" / "kcpshard.dev_shards.yaml"

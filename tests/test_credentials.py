@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator import credentials
-from kcp_shard_operator.credentials import Credentials, CredentialsError, TokenSource
-from kcp_shard_operator.kube import RefusedError, error_message, path_of
+from kcp_shard_operator.kube import credentials
+from kcp_shard_operator.kube.client import RefusedError, error_message, path_of
+from kcp_shard_operator.kube.credentials import Credentials, CredentialsError, TokenSource
 
 
 def kubeconfig(user: dict[str, Any], cluster: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kcp_shard_operator.cli import main
+from kcp_shard_operator.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLES = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))

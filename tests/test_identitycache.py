@@ -8,9 +8,12 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.cli import main
-from kcp_shard_operator.cmd_cleanup import report
-from kcp_shard_operator.identitycache import (
+from kcp_shard_operator.cli.cleanup import report
+from kcp_shard_operator.cli.main import main
+from kcp_shard_operator.core.status import IDENTITY_CACHE_CLEANED
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.policy import (
     ROOT_TYPE_ANNOTATION,
     Action,
     Found,
@@ -31,9 +34,6 @@ from kcp_shard_operator.identitycache import (
     root_logicalcluster_url,
     target_from_kubeconfig,
 )
-from kcp_shard_operator.shardclient import clean_shard
-from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED
-from kcp_shard_operator.versions import Version
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

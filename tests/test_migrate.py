@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 import pytest
 
-from kcp_shard_operator.migrate import (
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.migrate.values import (
     RefuseError,
     check_positions,
     format_path,
     migrate_text,
     parse,
 )
-from kcp_shard_operator.versions import Version
 
 RELEASE = Version(0, 33, 0)
 FLAG = "--root-shard-kubeconfig-file"

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 from ruamel.yaml import YAML
 
-from kcp_shard_operator.cli import main
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE, DEPRECATING_RELEASE_ENV
+from kcp_shard_operator.cli.main import main
+from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 
 GOLDEN = Path(__file__).parent / "golden" / "migrate"
 

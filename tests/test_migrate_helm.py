@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator.flags import without_flag
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.flags import without_flag
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 from tests.e2e.kube import REPO, build_tools, log, tools_env
 
 pytestmark = pytest.mark.e2e

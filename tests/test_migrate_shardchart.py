@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.flags import flag_name
-from kcp_shard_operator.render import render_shard
-from kcp_shard_operator.shardchart import convert, template_flags
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import Version
+from kcp_shard_operator.core.flags import flag_name
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.migrate.shardchart import convert, template_flags
 
 RELEASE = Version(0, 34, 0)
 FLAG = "--root-shard-kubeconfig-file"

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.model import JSON
-from kcp_shard_operator.reconcile import (
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import (
     Cause,
     cause_of,
     contains,
@@ -17,8 +17,8 @@ from kcp_shard_operator.reconcile import (
     quantity,
     replacement,
 )
-from kcp_shard_operator.render import VERSION_ANNOTATION, render_shard
-from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.core.render import VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.core.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

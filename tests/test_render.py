@@ -4,15 +4,15 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import (
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.render import (
     SECRETS_ANNOTATION,
     VERSION_ANNOTATION,
     render_shard,
     secret_names,
 )
-from kcp_shard_operator.spec import Shard
-from kcp_shard_operator.versions import Version
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.versions import Version
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

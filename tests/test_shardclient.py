@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.identitycache import Result
-from kcp_shard_operator.shardclient import clean_shard
+from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.policy import Result
 
 TOKEN = "MARKER-token-9c1e"
 

@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.model import SpecError
-from kcp_shard_operator.spec import parse_shard
-from kcp_shard_operator.versions import Version
+from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.versions import Version
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

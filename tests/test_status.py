@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.model import JSON
-from kcp_shard_operator.render import VERSION_ANNOTATION
-from kcp_shard_operator.spec import Shard
-from kcp_shard_operator.status import (
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.render import VERSION_ANNOTATION
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.status import (
     Observation,
     change_event,
     condition,

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
+from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,
     DEFAULT_DEPRECATING_RELEASE,
-    DEPRECATING_RELEASE_ENV,
     ROOT_SHARD_KUBECONFIG_FLAG,
     InvalidVersionError,
     Role,

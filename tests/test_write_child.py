@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.handlers import Context, Settings, _write_child
-from kcp_shard_operator.kube import RefusedError
-from kcp_shard_operator.model import JSON
-from kcp_shard_operator.render import render_shard
+from kcp_shard_operator.controller.handlers import Context, Settings, _write_child
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.kube.client import RefusedError
 
 from .conftest import RELEASE, make, shard_object
 

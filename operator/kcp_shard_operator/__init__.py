@@ -1,5 +1,11 @@
-"""Run and upgrade sharded kcp on Kubernetes."""
+"""Run and upgrade sharded kcp on Kubernetes.
 
-FIELD_MANAGER = "kcp-shard-operator"
-API_GROUP = "kcpshard.dev"
-API_VERSION = "v1alpha1"
+Layers, each importing only from the ones below it (``lint-imports`` checks this):
+
+- ``cli``: the ``kcp-shard-operator`` commands;
+- ``controller``: the kopf operator (wiring, reconcile passes, the watch-fed store);
+- ``identitycache`` and ``migrate``: the ConfigMap cleanup and the values migration;
+- ``kube``: the only door to the Kubernetes API;
+- ``core``: pure functions from a Shard spec or a version to manifests, flags and status;
+- ``constants``: names shared by all of them.
+"""

@@ -9,12 +9,12 @@ from decimal import Decimal, InvalidOperation
 from enum import Enum
 from typing import Any
 
-from kcp_shard_operator import FIELD_MANAGER
-from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.render import HASH_ANNOTATION, child_name, render_shard, secret_names
-from kcp_shard_operator.spec import Shard
-from kcp_shard_operator.status import deployed_version
-from kcp_shard_operator.versions import Version, parse_or_none
+from kcp_shard_operator.constants import FIELD_MANAGER
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.render import HASH_ANNOTATION, child_name, render_shard, secret_names
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.status import deployed_version
+from kcp_shard_operator.core.versions import Version, parse_or_none
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
 

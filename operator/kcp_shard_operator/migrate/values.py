@@ -22,8 +22,9 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from kcp_shard_operator.flags import FlagOccurrence, find_flag
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.flags import FlagOccurrence, find_flag
+from kcp_shard_operator.core.versions import (
     FLAG_GATES,
     ROOT_SHARD_KUBECONFIG_FLAG,
     FlagGate,
@@ -35,7 +36,6 @@ from kcp_shard_operator.versions import (
 )
 
 FLAG = ROOT_SHARD_KUBECONFIG_FLAG
-SHARD_API_VERSION = "kcpshard.dev/v1alpha1"
 ROOT_SHARD_REF_KEY = "rootShardKubeconfigSecretRef"
 SHARD_CHART_KUBECONFIG_MOUNT = "/etc/kcp/shard"
 """Where kcp-dev/helm-charts' deprecated ``shard`` chart mounts the root-shard kubeconfig."""
@@ -350,7 +350,7 @@ class _Migration:
                     self._shard_spec(item, (*visit.path, "shards", i))
         if (
             _scalar(_get(node, "apiVersion")) == SHARD_API_VERSION
-            and _scalar(_get(node, "kind")) == "Shard"
+            and _scalar(_get(node, "kind")) == SHARD_KIND
         ):
             spec = _get(node, "spec")
             if isinstance(spec, MappingNode):

@@ -1,6 +1,6 @@
 """The stale ``apiexport-identity-cache`` ConfigMap: when to delete it, and where it is (pure).
 
-Nothing here does I/O. :mod:`kcp_shard_operator.shardclient` performs the HTTP calls and
+Nothing here does I/O. :mod:`kcp_shard_operator.identitycache.client` performs the HTTP calls and
 hands each response to the ``interpret_*`` functions below, which decide what it means.
 
 Before the deprecating release, non-root kcp shards ran the ``identitycache`` controller,
@@ -20,10 +20,10 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from kcp_shard_operator.model import JSON
-from kcp_shard_operator.spec import Shard
-from kcp_shard_operator.status import IDENTITY_CACHE_CLEANED, Condition, condition
-from kcp_shard_operator.versions import Version, parse_or_none
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.status import IDENTITY_CACHE_CLEANED, Condition, condition
+from kcp_shard_operator.core.versions import Version, parse_or_none
 
 CONFIGMAP_NAME = "apiexport-identity-cache"
 CONFIGMAP_NAMESPACE = "default"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
+from kcp_shard_operator.core.versions import (
     DEFAULT_DEPRECATING_RELEASE,
-    DEPRECATING_RELEASE_ENV,
     Version,
     deprecating_release_from_env,
 )

@@ -1,6 +1,6 @@
 """The ``kcp-shard-operator`` command line: parses arguments and dispatches.
 
-Each sub-command lives in its own ``cmd_*`` module exposing ``register``.
+Each sub-command lives in its own module of this package exposing ``register``.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kcp_shard_operator import cmd_cleanup, cmd_crd, cmd_migrate, cmd_render, cmd_run
+from kcp_shard_operator.cli import cleanup, crd, migrate, render, run
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run and upgrade sharded kcp on Kubernetes.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (cmd_run, cmd_render, cmd_crd, cmd_migrate, cmd_cleanup):
+    for module in (run, render, crd, migrate, cleanup):
         module.register(commands)
     return parser
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcp_shard_operator.model import JSON
-from kcp_shard_operator.render import VERSION_ANNOTATION
-from kcp_shard_operator.spec import Shard
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.render import VERSION_ANNOTATION
+from kcp_shard_operator.core.spec import Shard
 
 READY = "Ready"
 PROGRESSING = "Progressing"

@@ -11,17 +11,17 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
-from kcp_shard_operator.flags import flag_name, retire
-from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.spec import (
+from kcp_shard_operator.constants import API_GROUP, FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.flags import flag_name, retire
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.spec import (
     CASecretKeyRef,
     LocalObjectRef,
     SecretKeyRef,
     Shard,
     missing_root_kubeconfig,
 )
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
     Role,
@@ -96,8 +96,8 @@ def _metadata(shard: Shard, root_name: str | None, *, versioned: bool = False) -
     if shard.uid:
         meta["ownerReferences"] = [
             {
-                "apiVersion": f"{API_GROUP}/{API_VERSION}",
-                "kind": "Shard",
+                "apiVersion": SHARD_API_VERSION,
+                "kind": SHARD_KIND,
                 "name": shard.name,
                 "uid": shard.uid,
                 "controller": True,

@@ -1,6 +1,6 @@
 """The Shard custom resource: typed spec model, defaults and validation.
 
-The CRD schema is generated from these classes (:mod:`kcp_shard_operator.crd`);
+The CRD schema is generated from these classes (:mod:`kcp_shard_operator.core.crd`);
 the CEL rules here are the cluster-side twins of :func:`validate`.
 """
 
@@ -11,9 +11,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcp_shard_operator import model
-from kcp_shard_operator.model import JSON, SpecError, field
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
+from kcp_shard_operator.core import model
+from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.versions import (
     MINIMUM_KCP_VERSION,
     VERSION_PATTERN,
     InvalidVersionError,
@@ -22,7 +23,6 @@ from kcp_shard_operator.versions import (
     parse_or_none,
 )
 
-DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
 DEFAULT_REPLICAS = 1
 MAX_REPLICAS = 10
 MAX_EXTRA_ARGS = 64

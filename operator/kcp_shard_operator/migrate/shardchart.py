@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kcp_shard_operator.flags import retire, without_flag
-from kcp_shard_operator.versions import (
+from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY, SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.flags import retire, without_flag
+from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
     InvalidVersionError,
@@ -27,10 +28,8 @@ from kcp_shard_operator.versions import (
     retired_flags,
 )
 
-SHARD_API_VERSION = "kcpshard.dev/v1alpha1"
 CHART_NAME = "shard"
 DEFAULT_NAME = "kcp-shard"
-DEFAULT_IMAGE = "ghcr.io/kcp-dev/kcp"
 CHART_ETCD_PORT = 2379
 CHART_REPLICAS = 1
 """The chart's Deployment runs one pod (``replicas: 1``, strategy ``Recreate``)."""
@@ -49,7 +48,7 @@ CHART_DEFAULTS: Mapping[str, Any] = {
     "kcp": {
         "enabled": True,
         "sharding": {"enabled": False, "isRoot": True, "rootShardInternalHostname": ""},
-        "image": DEFAULT_IMAGE,
+        "image": DEFAULT_IMAGE_REPOSITORY,
         "tag": "",
         "pullPolicy": "IfNotPresent",
         "v": "3",
@@ -392,7 +391,7 @@ def convert(
             parsed = Version.parse(kcp_version)
         except InvalidVersionError as err:
             errors.append(f"cannot tell the kcp version: {err}; pass --kcp-version X.Y.Z")
-    image: dict[str, Any] = {"repository": str(v.get("kcp.image") or DEFAULT_IMAGE)}
+    image: dict[str, Any] = {"repository": str(v.get("kcp.image") or DEFAULT_IMAGE_REPOSITORY)}
     if tag:
         image["tag"] = tag
     if v.get("kcp.pullPolicy"):
@@ -540,7 +539,7 @@ def convert(
         if errors
         else {
             "apiVersion": SHARD_API_VERSION,
-            "kind": "Shard",
+            "kind": SHARD_KIND,
             "metadata": {"name": fullname},
             "spec": spec,
         }

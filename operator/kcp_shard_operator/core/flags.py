@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from kcp_shard_operator.versions import FlagGate, normalize_flag
+from kcp_shard_operator.core.versions import FlagGate, normalize_flag
 
 END_OF_FLAGS = "--"
 

@@ -10,11 +10,11 @@ from typing import Any
 
 import yaml
 
-from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.documents import ShardProblem, load_shards, root_of
-from kcp_shard_operator.model import SpecError
-from kcp_shard_operator.render import render_shard
-from kcp_shard_operator.versions import InvalidVersionError
+from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.core.documents import ShardProblem, load_shards, root_of
+from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.versions import InvalidVersionError
 
 
 def register(commands: Any) -> None:

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from kcp_shard_operator.identitycache import (
+from kcp_shard_operator.identitycache.policy import (
     Found,
     KubeconfigError,
     Outcome,

@@ -1,7 +1,8 @@
 """``migrate-values``: rewrite values and manifests off ``--root-shard-kubeconfig-file``.
 
-Reads files, calls :mod:`kcp_shard_operator.migrate` / :mod:`kcp_shard_operator.shardchart`,
-writes atomically (temporary file in the same directory, then rename).
+Reads files, calls :mod:`kcp_shard_operator.migrate.values` and
+:mod:`kcp_shard_operator.migrate.shardchart`, writes atomically (temporary file in the
+same directory, then rename).
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from typing import Any, BinaryIO, TextIO
 from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
-from kcp_shard_operator import migrate, shardchart
-from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.versions import InvalidVersionError, Version, explain
+from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.core.versions import InvalidVersionError, Version, explain
+from kcp_shard_operator.migrate import shardchart, values
 
 EXIT_OK = 0
 EXIT_WOULD_CHANGE = 1
@@ -135,7 +136,7 @@ def _read_bytes(path: str) -> bytes:
         return handle.read()
 
 
-def report_lines(name: str, result: migrate.MigrationResult) -> list[str]:
+def report_lines(name: str, result: values.MigrationResult) -> list[str]:
     """Standard-error lines for one file: ``FILE:LINE: PATH: what``, each once."""
     lines: list[str] = []
     for kind, findings in (
@@ -166,7 +167,7 @@ def migrate_one(
     except (OSError, UnicodeDecodeError) as exc:
         print(f"{name}: error: cannot read: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    result = migrate.migrate_text(
+    result = values.migrate_text(
         text, deprecating_release=release, prune_mounts=args.prune_mounts, kcp_version=kcp_version
     )
     for line in report_lines(name, result):

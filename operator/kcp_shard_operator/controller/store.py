@@ -14,7 +14,7 @@ import json
 import threading
 from collections.abc import Callable
 
-from kcp_shard_operator.model import JSON
+from kcp_shard_operator.core.model import JSON
 
 Key = tuple[str, str, str]
 """(kind, namespace, name)"""

@@ -13,18 +13,22 @@ from urllib.parse import quote, urlencode
 
 import urllib3
 
-from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER
-from kcp_shard_operator.credentials import Credentials, TokenSource
-from kcp_shard_operator.model import JSON
+from kcp_shard_operator.constants import (
+    FIELD_MANAGER,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+    SHARD_PLURAL,
+)
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.kube.credentials import Credentials, TokenSource
 
-SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 PLURALS = {
     "Deployment": "deployments",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "Pod": "pods",
     "Secret": "secrets",
     "Service": "services",
-    "Shard": "shards",
+    SHARD_KIND: SHARD_PLURAL,
 }
 TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
 
@@ -122,7 +126,7 @@ class Kube:
 
     def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
         """Merge ``status`` into the Shard's status; the Shard as written."""
-        path = path_of(SHARD_API_VERSION, "Shard", namespace, name) + "/status"
+        path = path_of(SHARD_API_VERSION, SHARD_KIND, namespace, name) + "/status"
         return self._written("PATCH", path, {"status": status}, "application/merge-patch+json")
 
     def _written(

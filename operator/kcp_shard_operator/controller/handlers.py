@@ -13,11 +13,17 @@ from typing import Any, cast
 
 import kopf
 
-from kcp_shard_operator import API_GROUP, API_VERSION, FIELD_MANAGER, credentials, identitycache
-from kcp_shard_operator.cache import Store
-from kcp_shard_operator.kube import SHARD_API_VERSION, APIError, Kube, RefusedError, error_message
-from kcp_shard_operator.model import JSON, SpecError
-from kcp_shard_operator.reconcile import (
+from kcp_shard_operator.constants import (
+    API_GROUP,
+    API_VERSION,
+    FIELD_MANAGER,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+    SHARD_PLURAL,
+)
+from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.planner import (
     RECREATABLE_KINDS,
     cause_of,
     contains,
@@ -25,10 +31,9 @@ from kcp_shard_operator.reconcile import (
     plan,
     replacement,
 )
-from kcp_shard_operator.render import child_name, selector_labels
-from kcp_shard_operator.shardclient import clean_shard
-from kcp_shard_operator.spec import Shard, parse_shard
-from kcp_shard_operator.status import (
+from kcp_shard_operator.core.render import child_name, selector_labels
+from kcp_shard_operator.core.spec import Shard, parse_shard
+from kcp_shard_operator.core.status import (
     IDENTITY_CACHE_CLEANED,
     Condition,
     Observation,
@@ -38,7 +43,16 @@ from kcp_shard_operator.status import (
     rollout_complete,
     shard_status,
 )
-from kcp_shard_operator.versions import Version
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.identitycache import policy as identitycache
+from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.kube import credentials
+from kcp_shard_operator.kube.client import (
+    APIError,
+    Kube,
+    RefusedError,
+    error_message,
+)
 
 CHILD_KINDS = (
     ("v1", "Service", "services"),
@@ -100,7 +114,7 @@ def _read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) 
 
 
 def _get_shard(ctx: Context, namespace: str, name: str) -> JSON | None:
-    return _read(ctx, SHARD_API_VERSION, "Shard", namespace, name)
+    return _read(ctx, SHARD_API_VERSION, SHARD_KIND, namespace, name)
 
 
 def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
@@ -108,7 +122,7 @@ def _write_status(ctx: Context, obj: JSON, status: JSON) -> None:
     if before == status:
         return
     meta = obj["metadata"]
-    ctx.store.put("Shard", ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
+    ctx.store.put(SHARD_KIND, ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
     for event in events_between(before, status):
         kopf.event(
             cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message
@@ -313,7 +327,7 @@ def _dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
     return [
         item["metadata"]["name"]
         for item in ctx.store.select(
-            "Shard",
+            SHARD_KIND,
             namespace,
             lambda item: (
                 ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
@@ -351,7 +365,7 @@ def on_shard_event(
     **_: Any,
 ) -> None:
     ctx = _context(memo)
-    _remember(ctx, "Shard", type, body)
+    _remember(ctx, SHARD_KIND, type, body)
     if type == "DELETED" or namespace is None:
         return
     if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
@@ -386,7 +400,7 @@ def on_child_event(
     if namespace is None:
         return
     for owner in meta.get("ownerReferences") or []:
-        if owner.get("kind") == "Shard" and owner.get("apiVersion") == SHARD_API_VERSION:
+        if owner.get("kind") == SHARD_KIND and owner.get("apiVersion") == SHARD_API_VERSION:
             reconcile(ctx, namespace, owner["name"], logger)
 
 
@@ -398,7 +412,7 @@ def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> N
 def _referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
     """Shards of ``namespace`` whose pods may mount Secret ``secret``."""
     names = []
-    for body in ctx.store.select("Shard", namespace, lambda _: True):
+    for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
         try:
             shard = parse_shard(body, ctx.settings.deprecating_release)
         except SpecError:
@@ -461,12 +475,12 @@ def login(**_: Any) -> kopf.ConnectionInfo:
 
 def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
-    shards = kopf.on.event(API_GROUP, API_VERSION, "shards", registry=registry)
+    shards = kopf.on.event(API_GROUP, API_VERSION, SHARD_PLURAL, registry=registry)
     shards(on_shard_event)
     timer = kopf.timer(
         API_GROUP,
         API_VERSION,
-        "shards",
+        SHARD_PLURAL,
         interval=RESYNC_SECONDS,
         initial_delay=RESYNC_SECONDS,
         registry=registry,

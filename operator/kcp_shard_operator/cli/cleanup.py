@@ -12,14 +12,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kcp_shard_operator.identitycache import (
+from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.policy import (
     CONFIGMAP_NAME,
     SHARD_BASE_CONTEXT,
     SYSTEM_SHARD_CLUSTER,
     Outcome,
     Result,
 )
-from kcp_shard_operator.shardclient import clean_shard
 
 
 def register(commands: Any) -> None:

@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import total_ordering
 
+from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
+
 ROOT_SHARD_KUBECONFIG_FLAG = "--root-shard-kubeconfig-file"
 CACHE_KUBECONFIG_FLAG = "--cache-kubeconfig"
 
-DEPRECATING_RELEASE_ENV = "KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN"
 
 _SEMVER = re.compile(
     r"^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)"

@@ -10,15 +10,14 @@ from typing import Any
 
 import kopf
 
-from kcp_shard_operator import credentials, handlers
-from kcp_shard_operator.cliopts import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.credentials import CredentialsError
-from kcp_shard_operator.kube import Kube
-from kcp_shard_operator.versions import InvalidVersionError
+from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.constants import CLEANUP_ENV, LOG_FORMAT_ENV, LOG_LEVEL_ENV
+from kcp_shard_operator.controller import handlers
+from kcp_shard_operator.core.versions import InvalidVersionError
+from kcp_shard_operator.kube import credentials
+from kcp_shard_operator.kube.client import Kube
+from kcp_shard_operator.kube.credentials import CredentialsError
 
-CLEANUP_ENV = "KCP_SHARD_IDENTITY_CACHE_CLEANUP"
-LOG_LEVEL_ENV = "KCP_SHARD_LOG_LEVEL"
-LOG_FORMAT_ENV = "KCP_SHARD_LOG_FORMAT"
 LOG_FORMATS = {
     "text": kopf.LogFormat.PLAIN,
     "full": kopf.LogFormat.FULL,

@@ -8,12 +8,10 @@ from typing import Any
 
 import yaml
 
-from kcp_shard_operator import API_GROUP, API_VERSION
-from kcp_shard_operator.model import SpecError
-from kcp_shard_operator.spec import Shard, parse_shard
-from kcp_shard_operator.versions import Version
-
-SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.spec import Shard, parse_shard
+from kcp_shard_operator.core.versions import Version
 
 
 @dataclass(frozen=True)
@@ -37,7 +35,7 @@ def _label(doc: Any) -> str:
 def is_shard(doc: Any) -> bool:
     return (
         isinstance(doc, dict)
-        and doc.get("kind") == "Shard"
+        and doc.get("kind") == SHARD_KIND
         and doc.get("apiVersion") == SHARD_API_VERSION
     )
 

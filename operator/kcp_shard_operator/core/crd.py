@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from kcp_shard_operator import API_GROUP, API_VERSION
-from kcp_shard_operator.model import JSON, object_schema
-from kcp_shard_operator.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
+from kcp_shard_operator.constants import API_GROUP, API_VERSION, SHARD_KIND, SHARD_PLURAL
+from kcp_shard_operator.core.model import JSON, object_schema
+from kcp_shard_operator.core.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
 
-PLURAL = "shards"
-KIND = "Shard"
-CRD_FILE = f"{API_GROUP}_{PLURAL}.yaml"
+CRD_FILE = f"{API_GROUP}_{SHARD_PLURAL}.yaml"
 
 
 def _condition_schema() -> JSON:
@@ -56,15 +54,15 @@ def shard_crd() -> JSON:
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
         "metadata": {
-            "name": f"{PLURAL}.{API_GROUP}",
+            "name": f"{SHARD_PLURAL}.{API_GROUP}",
             "labels": {"app.kubernetes.io/name": "kcp-shard-operator"},
         },
         "spec": {
             "group": API_GROUP,
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
+                "kind": SHARD_KIND,
+                "listKind": f"{SHARD_KIND}List",
+                "plural": SHARD_PLURAL,
                 "singular": "shard",
                 "categories": ["kcp"],
             },

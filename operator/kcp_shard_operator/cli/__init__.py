@@ -1,0 +1,1 @@
+"""The ``kcp-shard-operator`` command line, one module per sub-command."""

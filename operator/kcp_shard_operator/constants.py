@@ -1,0 +1,16 @@
+"""Names shared across the layers: the Shard API, the field manager, the default image and the
+environment variables the commands read. Nothing else is defined in more than one module."""
+
+API_GROUP = "kcpshard.dev"
+API_VERSION = "v1alpha1"
+SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
+SHARD_KIND = "Shard"
+SHARD_PLURAL = "shards"
+FIELD_MANAGER = "kcp-shard-operator"
+
+DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
+
+DEPRECATING_RELEASE_ENV = "KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN"
+CLEANUP_ENV = "KCP_SHARD_IDENTITY_CACHE_CLEANUP"
+LOG_LEVEL_ENV = "KCP_SHARD_LOG_LEVEL"
+LOG_FORMAT_ENV = "KCP_SHARD_LOG_FORMAT"

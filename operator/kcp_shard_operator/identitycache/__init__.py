@@ -1,0 +1,1 @@
+"""The stale ``apiexport-identity-cache`` ConfigMap: policy, kubeconfig loading, HTTP client."""

@@ -1,0 +1,1 @@
+"""The only door to the Kubernetes API: credentials and a small HTTP client."""

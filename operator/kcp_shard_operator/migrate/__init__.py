@@ -1,0 +1,1 @@
+"""``migrate-values``: drop ``--root-shard-kubeconfig-file`` from values and manifests."""
