@@ -1,4 +1,7 @@
-"""Credentials from a kubeconfig or the pod's ServiceAccount, and the API paths and errors."""
+"""Credentials from $KUBECONFIG files or the pod's ServiceAccount, and the API paths and errors.
+
+The kubeconfig reader itself is tested in test_kubeconfig.py; here: reading and merging files.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +14,8 @@ import yaml
 
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import RefusedError, error_message, path_of
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError, TokenSource
+from kcp_shard_operator.kube.credentials import CredentialsError, TokenSource
+from kcp_shard_operator.kube.kubeconfig import Endpoint
 
 
 def kubeconfig(user: dict[str, Any], cluster: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -34,7 +38,12 @@ def test_token_and_embedded_ca(tmp_path: Path) -> None:
         {"token": "t0k"}, {"server": "https://api:6443/", "certificate-authority-data": ca}
     )
     found = credentials.from_kubeconfig([write(tmp_path / "kc", config)])
-    assert found == Credentials(server="https://api:6443", ca_data=b"PEM", token="t0k")
+    assert (found.server, found.context, found.ca_pem, found.token) == (
+        "https://api:6443",
+        "ctx",
+        b"PEM",
+        "t0k",
+    )
 
 
 def test_relative_paths_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
@@ -44,8 +53,8 @@ def test_relative_paths_are_relative_to_the_kubeconfig(tmp_path: Path) -> None:
     )
     found = credentials.from_kubeconfig([write(tmp_path / "kc", config)])
     assert found.ca_file == str(tmp_path / "pki/ca.crt")
-    assert found.cert_file == str(tmp_path / "pki/admin.crt")
-    assert found.key_file == "/abs/admin.key"
+    assert found.client_cert_file == str(tmp_path / "pki/admin.crt")
+    assert found.client_key_file == "/abs/admin.key"
 
 
 def test_first_file_wins_and_missing_files_are_skipped(tmp_path: Path) -> None:
@@ -55,15 +64,32 @@ def test_first_file_wins_and_missing_files_are_skipped(tmp_path: Path) -> None:
     assert found.token == "first"
 
 
+def test_merged_files_resolve_paths_against_their_own_folder(tmp_path: Path) -> None:
+    (tmp_path / "one").mkdir()
+    (tmp_path / "two").mkdir()
+    contexts_only = {"contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}]}
+    rest = kubeconfig({"client-certificate": "crt", "client-key": "~/key"})
+    del rest["contexts"]
+    rest["current-context"] = "ctx"
+    rest["clusters"][0]["cluster"]["certificate-authority"] = "ca"
+    found = credentials.from_kubeconfig(
+        [write(tmp_path / "one" / "kc", contexts_only), write(tmp_path / "two" / "kc", rest)]
+    )
+    assert found.context == "ctx"
+    assert found.ca_file == str(tmp_path / "two" / "ca")
+    assert found.client_cert_file == str(tmp_path / "two" / "crt")
+    assert found.client_key_file == str(Path.home() / "key")
+
+
 @pytest.mark.parametrize(
     ("config", "words"),
     [
         (kubeconfig({"exec": {"command": "aws"}}), "exec plugin"),
         (kubeconfig({"auth-provider": {"name": "gcp"}}), "auth-provider plugin"),
-        ({**kubeconfig({"token": "x"}), "current-context": ""}, "no current context"),
+        ({**kubeconfig({"token": "x"}), "current-context": ""}, "no current-context"),
         (
             kubeconfig({"token": "x"}, {"insecure-skip-tls-verify": True}),
-            "no cluster with a server",
+            "the cluster has no server",
         ),
     ],
 )
@@ -101,7 +127,7 @@ def test_a_rotated_token_file_is_read_again(
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("one")
-    source = TokenSource(Credentials(server="https://api", token_file=str(token_file)))
+    source = TokenSource(Endpoint(server="https://api", token_file=str(token_file)))
     assert source.token() == "one"
     token_file.write_text("two")
     assert source.token() == "one"
@@ -109,9 +135,10 @@ def test_a_rotated_token_file_is_read_again(
     assert source.token() == "two"
 
 
-def test_a_certificate_without_its_key_is_refused() -> None:
-    with pytest.raises(CredentialsError, match="without its key"):
-        Credentials(server="https://api", cert_data=b"PEM").ssl_context()
+def test_a_certificate_without_its_key_is_refused(tmp_path: Path) -> None:
+    config = kubeconfig({"client-certificate-data": base64.b64encode(b"PEM").decode()})
+    with pytest.raises(CredentialsError, match="needs its key"):
+        credentials.from_kubeconfig([write(tmp_path / "kc", config)])
 
 
 @pytest.mark.parametrize(

@@ -17,11 +17,9 @@ from kcp_shard_operator.identitycache.policy import (
     ROOT_TYPE_ANNOTATION,
     Action,
     Found,
-    KubeconfigError,
     Outcome,
     Response,
     Result,
-    base_url,
     cleaned_condition,
     configmap_url,
     decide,
@@ -29,11 +27,11 @@ from kcp_shard_operator.identitycache.policy import (
     interpret_delete,
     interpret_get,
     interpret_root_probe,
-    pick_context,
     retry_delay,
     root_logicalcluster_url,
-    target_from_kubeconfig,
 )
+from kcp_shard_operator.identitycache.target import base_url, shard_endpoint
+from kcp_shard_operator.kube.kubeconfig import KubeconfigError, pick_context
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 
@@ -200,7 +198,7 @@ def kubeconfig(current: str | None, *contexts: str) -> dict[str, Any]:
     ],
 )
 def test_pick_context(config: dict[str, Any], requested: str | None, expected: str) -> None:
-    assert pick_context(config, requested) == expected
+    assert pick_context(config, requested, preferred="shard-base") == expected
 
 
 @pytest.mark.parametrize(
@@ -213,7 +211,7 @@ def test_pick_context(config: dict[str, Any], requested: str | None, expected: s
 )
 def test_pick_context_errors(config: dict[str, Any], requested: str | None, words: str) -> None:
     with pytest.raises(KubeconfigError, match=words):
-        pick_context(config, requested)
+        pick_context(config, requested, preferred="shard-base")
 
 
 def b64(text: str) -> str:
@@ -229,9 +227,9 @@ def test_target_inline_material_and_base_url() -> None:
         "client-certificate-data": b64("CERT"),
         "client-key-data": b64("KEY"),
     }
-    target = target_from_kubeconfig(config)
+    target = shard_endpoint(config)
     assert target.context == "shard-base"
-    assert target.base_url == "https://h:6443"
+    assert target.server == "https://h:6443"
     assert (target.ca_pem, target.client_cert_pem, target.client_key_pem) == (
         b"CA",
         b"CERT",
@@ -242,8 +240,8 @@ def test_target_inline_material_and_base_url() -> None:
 
 
 def test_target_current_context_server_reduced_and_secrets_not_in_repr() -> None:
-    target = target_from_kubeconfig(kubeconfig("root", "root"))
-    assert target.base_url == "https://h:6443"
+    target = shard_endpoint(kubeconfig("root", "root"))
+    assert target.server == "https://h:6443"
     assert target.token == "secret-token"
     assert "secret-token" not in repr(target)
 
@@ -252,7 +250,7 @@ def test_target_relative_paths_resolve_against_the_kubeconfig_folder() -> None:
     config = kubeconfig("base", "base")
     config["clusters"][0]["cluster"]["certificate-authority"] = "ca.crt"
     config["users"][0]["user"] = {"client-certificate": "/abs/c.crt", "client-key": "k.key"}
-    target = target_from_kubeconfig(config, base_dir=PurePosixPath("/etc/kcp"))
+    target = shard_endpoint(config, base_dir=PurePosixPath("/etc/kcp"))
     assert (target.ca_file, target.client_cert_file, target.client_key_file) == (
         "/etc/kcp/ca.crt",
         "/abs/c.crt",
@@ -263,7 +261,7 @@ def test_target_relative_paths_resolve_against_the_kubeconfig_folder() -> None:
 @pytest.mark.parametrize(
     ("user", "words"),
     [
-        ({"exec": {"command": "x"}}, "exec/auth-provider"),
+        ({"exec": {"command": "x"}}, "exec plugin"),
         ({"client-certificate-data": b64("C")}, "needs its key"),
         ({"client-key-data": "***not base64***"}, "not valid base64"),
         ({"client-certificate": "c.crt", "client-key": "k.key"}, "relative path"),
@@ -273,14 +271,14 @@ def test_target_errors(user: dict[str, Any], words: str) -> None:
     config = kubeconfig("base", "base")
     config["users"][0]["user"] = user
     with pytest.raises(KubeconfigError, match=words):
-        target_from_kubeconfig(config)
+        shard_endpoint(config)
 
 
 def test_target_without_server() -> None:
     config = kubeconfig("base", "base")
     del config["clusters"][0]["cluster"]["server"]
     with pytest.raises(KubeconfigError, match="no server"):
-        target_from_kubeconfig(config)
+        shard_endpoint(config)
 
 
 BASE = "https://h:6443"

@@ -463,12 +463,12 @@ def login(**_: Any) -> kopf.ConnectionInfo:
     return kopf.ConnectionInfo(
         server=found.server,
         ca_path=found.ca_file,
-        ca_data=found.ca_data,
+        ca_data=found.ca_pem,
         insecure=found.insecure,
-        certificate_path=found.cert_file,
-        certificate_data=found.cert_data,
-        private_key_path=found.key_file,
-        private_key_data=found.key_data,
+        certificate_path=found.client_cert_file,
+        certificate_data=found.client_cert_pem,
+        private_key_path=found.client_key_file,
+        private_key_data=found.client_key_pem,
         token=credentials.TokenSource(found).token(),
     )
 

@@ -1,113 +1,40 @@
 """HTTP calls to one kcp shard for the identity-cache cleanup (the thin shell).
 
-Plain ``urllib`` and ``ssl`` rather than the ``kubernetes`` client: the requests go to
-``/clusters/system:shard/...`` on the shard's base URL, outside any API group the client
-models; its configuration loader keeps inline client keys in temporary files until the
-process exits and holds process-global state, whereas here a client key touches the disk
-only inside :func:`ssl_context` (a 0600 file removed before it returns) and tokens stay in
-memory. Nothing in this module logs or returns credentials; messages carry URLs, status
-codes and the server's error text only.
+Plain ``urllib``: the requests go to ``/clusters/system:shard/...`` on the shard's base URL,
+outside any API group. A client key touches the disk only inside
+:func:`kcp_shard_operator.kube.tls.ssl_context` (a 0600 file removed before it returns) and
+tokens stay in memory. Nothing in this module logs or returns credentials; messages carry URLs,
+status codes and the server's error text only.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 import ssl
-import tempfile
 import urllib.error
 import urllib.request
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-import yaml
-
 from kcp_shard_operator.identitycache.policy import (
     Found,
-    KubeconfigError,
     Outcome,
     Response,
     Result,
-    ShardTarget,
     configmap_url,
     delete_options,
     interpret_delete,
     interpret_get,
     interpret_root_probe,
     root_logicalcluster_url,
-    target_from_kubeconfig,
     unreachable,
     would_delete,
 )
+from kcp_shard_operator.identitycache.target import load_target
+from kcp_shard_operator.kube.kubeconfig import Endpoint, KubeconfigError
+from kcp_shard_operator.kube.tls import ssl_context
 
 DEFAULT_TIMEOUT = 10.0
-
-
-def _write_private(directory: str, name: str, content: bytes) -> str:
-    path = os.path.join(directory, name)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(content)
-    return path
-
-
-class _NamedContext(ssl.SSLContext):
-    """Verifies the server certificate against ``server_name`` instead of the URL's host."""
-
-    server_name = ""
-
-    def wrap_socket(
-        self,
-        sock: socket.socket,
-        server_side: bool = False,
-        do_handshake_on_connect: bool = True,
-        suppress_ragged_eofs: bool = True,
-        server_hostname: str | bytes | None = None,
-        session: ssl.SSLSession | None = None,
-    ) -> ssl.SSLSocket:
-        return super().wrap_socket(
-            sock,
-            server_side,
-            do_handshake_on_connect,
-            suppress_ragged_eofs,
-            self.server_name or server_hostname,
-            session,
-        )
-
-
-def ssl_context(target: ShardTarget) -> ssl.SSLContext:
-    """A TLS context with the target's CA and client certificate loaded into memory."""
-    context = _NamedContext(ssl.PROTOCOL_TLS_CLIENT)
-    context.server_name = target.tls_server_name or ""
-    if target.insecure:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
-    elif target.ca_pem:
-        context.load_verify_locations(cadata=target.ca_pem.decode("ascii", errors="replace"))
-    elif target.ca_file:
-        context.load_verify_locations(cafile=target.ca_file)
-    else:
-        context.load_default_certs()
-    if target.client_cert_pem or target.client_key_pem:
-        # ssl loads certificate chains from files only: a private folder that lives for
-        # the duration of this call.
-        with tempfile.TemporaryDirectory(prefix="kcp-shard-cert-") as folder:
-            os.chmod(folder, 0o700)
-            cert = (
-                _write_private(folder, "client.crt", target.client_cert_pem)
-                if target.client_cert_pem
-                else target.client_cert_file
-            )
-            key = (
-                _write_private(folder, "client.key", target.client_key_pem)
-                if target.client_key_pem
-                else target.client_key_file
-            )
-            context.load_cert_chain(str(cert), str(key))
-    elif target.client_cert_file and target.client_key_file:
-        context.load_cert_chain(target.client_cert_file, target.client_key_file)
-    return context
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -120,10 +47,10 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
 class ShardClient:
     """JSON requests to one shard with the target's credentials; redirects are not followed."""
 
-    def __init__(self, target: ShardTarget, timeout: float = DEFAULT_TIMEOUT) -> None:
+    def __init__(self, target: Endpoint, timeout: float = DEFAULT_TIMEOUT) -> None:
         self.target = target
         self.timeout = timeout
-        self._context = ssl_context(target) if target.base_url.startswith("https") else None
+        self._context = ssl_context(target) if target.server.startswith("https") else None
         self._opener = urllib.request.build_opener(
             urllib.request.HTTPSHandler(context=self._context), _NoRedirects()
         )
@@ -159,14 +86,14 @@ def _json(raw: bytes) -> dict[str, Any] | None:
 def _reason(err: BaseException) -> str:
     if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
         return str(err.reason)
-    if isinstance(err, socket.timeout | TimeoutError):
+    if isinstance(err, TimeoutError):
         return "timed out"
     return f"{type(err).__name__}: {err}"
 
 
 def clean(client: ShardClient, *, dry_run: bool = False, refuse_root: bool = True) -> Outcome:
     """Check the shard is not a root shard, read the ConfigMap, delete exactly that object."""
-    base = client.target.base_url
+    base = client.target.server
     try:
         if refuse_root:
             stop = interpret_root_probe(base, client.request("GET", root_logicalcluster_url(base)))
@@ -183,21 +110,6 @@ def clean(client: ShardClient, *, dry_run: bool = False, refuse_root: bool = Tru
         return unreachable(base, _reason(err))
 
 
-def load_target(
-    kubeconfig: bytes, context: str | None = None, base_dir: Path | None = None
-) -> ShardTarget:
-    """Parse kubeconfig bytes (YAML or JSON) into a :class:`ShardTarget`."""
-    try:
-        parsed = yaml.safe_load(kubeconfig)
-    except yaml.YAMLError as err:
-        # The parser's message quotes the offending text, which may be a token: position only.
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise KubeconfigError(f"not valid YAML{where}") from None
-    folder = PurePosixPath(base_dir) if base_dir is not None else None
-    return target_from_kubeconfig(parsed, context, folder)
-
-
 def clean_shard(
     kubeconfig: bytes,
     context: str | None = None,
@@ -210,7 +122,8 @@ def clean_shard(
     """Delete the stale ConfigMap on the shard named by ``kubeconfig``; never raises for
     shard or kubeconfig problems, which come back as a failed :class:`Outcome`."""
     try:
-        target = load_target(kubeconfig, context, base_dir)
+        folder = PurePosixPath(base_dir) if base_dir is not None else None
+        target = load_target(kubeconfig, context, folder)
         client = ShardClient(target, timeout)
     except KubeconfigError as err:
         return Outcome(Result.FAILED, f"unusable kubeconfig: {err}")

@@ -12,13 +12,9 @@ rollback to an old version recreates it (so a rollback resets the condition).
 
 from __future__ import annotations
 
-import base64
-import binascii
 from dataclasses import dataclass, replace
 from enum import Enum
-from pathlib import PurePosixPath
-from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
+from urllib.parse import quote
 
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -32,10 +28,6 @@ ROOT_CLUSTER = "root"
 PRIVILEGED_GROUP = "system:masters"
 SHARD_BASE_CONTEXT = "shard-base"
 ROOT_TYPE_ANNOTATION = "internal.tenancy.kcp.io/type"
-
-
-class KubeconfigError(ValueError):
-    """A kubeconfig that does not name a usable server and credentials."""
 
 
 # ---------------------------------------------------------------------------
@@ -108,43 +100,6 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
 # Kubeconfig and URLs
 
 
-@dataclass(frozen=True)
-class ShardTarget:
-    """Where and as whom to reach a shard. Secret material stays in memory only."""
-
-    base_url: str
-    context: str
-    ca_pem: bytes | None = None
-    ca_file: str | None = None
-    insecure: bool = False
-    tls_server_name: str | None = None
-    client_cert_pem: bytes | None = None
-    client_key_pem: bytes | None = None
-    client_cert_file: str | None = None
-    client_key_file: str | None = None
-    token: str | None = None
-    token_file: str | None = None
-
-    def __repr__(self) -> str:
-        return f"ShardTarget(base_url={self.base_url!r}, context={self.context!r})"
-
-
-def base_url(server: str) -> str:
-    """The shard's base URL: ``server`` without a ``/clusters/...`` suffix or trailing slash."""
-    parts = urlsplit(server.strip())
-    # The URL itself is not echoed: it may carry a password (user:password@host).
-    netloc = parts.netloc.rpartition("@")[2]
-    if parts.scheme not in ("https", "http") or not netloc:
-        raise KubeconfigError("the cluster's server is not an http(s) URL")
-    path = parts.path
-    marker = path.find("/clusters/")
-    if marker >= 0:
-        path = path[:marker]
-    elif path.endswith("/clusters"):
-        path = path[: -len("/clusters")]
-    return urlunsplit((parts.scheme, netloc, path.rstrip("/"), "", ""))
-
-
 def cluster_path(base: str, cluster: str, api_path: str) -> str:
     return f"{base}/clusters/{quote(cluster, safe=':')}{api_path}"
 
@@ -161,101 +116,6 @@ def configmap_url(base: str) -> str:
 def root_logicalcluster_url(base: str) -> str:
     """URL of the ``root`` logical cluster's LogicalCluster object (served by the root shard)."""
     return cluster_path(base, ROOT_CLUSTER, "/apis/core.kcp.io/v1alpha1/logicalclusters/cluster")
-
-
-def pick_context(kubeconfig: JSON, requested: str | None) -> str:
-    """``requested`` if given, else ``shard-base`` when present, else the current context."""
-    names = [str(c.get("name")) for c in kubeconfig.get("contexts") or []]
-    if requested:
-        if requested not in names:
-            raise KubeconfigError(f"context {requested!r} not found (have: {', '.join(names)})")
-        return requested
-    if SHARD_BASE_CONTEXT in names:
-        return SHARD_BASE_CONTEXT
-    current = kubeconfig.get("current-context")
-    if not current:
-        raise KubeconfigError(
-            f"no context given, no {SHARD_BASE_CONTEXT!r} context and no current-context"
-        )
-    if current not in names:
-        raise KubeconfigError(f"current-context {current!r} not found")
-    return str(current)
-
-
-def _named(kubeconfig: JSON, kind: str, name: str) -> dict[str, Any]:
-    singular = kind[:-1] if kind != "users" else "user"
-    for item in kubeconfig.get(kind) or []:
-        if item.get("name") == name:
-            value = item.get(singular) or {}
-            if not isinstance(value, dict):
-                raise KubeconfigError(f"{singular} {name!r} is not a mapping")
-            return value
-    raise KubeconfigError(f"{singular} {name!r} not found")
-
-
-def _decode(value: object, what: str) -> bytes:
-    try:
-        return base64.b64decode(str(value), validate=True)
-    except (binascii.Error, ValueError) as err:
-        raise KubeconfigError(f"{what} is not valid base64") from err
-
-
-def _path(value: object, base_dir: PurePosixPath | None) -> str:
-    path = PurePosixPath(str(value))
-    if not path.is_absolute():
-        if base_dir is None:
-            raise KubeconfigError(f"relative path {str(path)!r} in a kubeconfig without a file")
-        path = base_dir / path
-    return str(path)
-
-
-def target_from_kubeconfig(
-    kubeconfig: JSON, context: str | None = None, base_dir: PurePosixPath | None = None
-) -> ShardTarget:
-    """The shard endpoint and credentials of the picked context (see :func:`pick_context`).
-
-    Relative file paths resolve against ``base_dir`` (the kubeconfig's folder). exec and
-    auth-provider users are not supported: the cleanup needs static shard credentials.
-    """
-    if not isinstance(kubeconfig, dict):
-        raise KubeconfigError("not a kubeconfig mapping")
-    name = pick_context(kubeconfig, context)
-    ctx = _named(kubeconfig, "contexts", name)
-    cluster = _named(kubeconfig, "clusters", str(ctx.get("cluster", "")))
-    user = _named(kubeconfig, "users", str(ctx.get("user", ""))) if ctx.get("user") else {}
-    if "exec" in user or "auth-provider" in user:
-        raise KubeconfigError(f"context {name!r}: exec/auth-provider users are not supported")
-    if not cluster.get("server"):
-        raise KubeconfigError(f"context {name!r}: cluster has no server")
-
-    def data(key: str) -> bytes | None:
-        source = user if key.startswith("client") else cluster
-        value = source.get(f"{key}-data")
-        return _decode(value, f"{key}-data") if value else None
-
-    def file(key: str, source: dict[str, Any]) -> str | None:
-        value = source.get(key)
-        return _path(value, base_dir) if value else None
-
-    target = ShardTarget(
-        base_url=base_url(str(cluster["server"])),
-        context=name,
-        ca_pem=data("certificate-authority"),
-        ca_file=file("certificate-authority", cluster),
-        insecure=bool(cluster.get("insecure-skip-tls-verify", False)),
-        tls_server_name=cluster.get("tls-server-name") or None,
-        client_cert_pem=data("client-certificate"),
-        client_key_pem=data("client-key"),
-        client_cert_file=file("client-certificate", user),
-        client_key_file=file("client-key", user),
-        token=user.get("token") or None,
-        token_file=file("tokenFile", user),
-    )
-    has_cert = bool(target.client_cert_pem or target.client_cert_file)
-    has_key = bool(target.client_key_pem or target.client_key_file)
-    if has_cert != has_key:
-        raise KubeconfigError(f"context {name!r}: a client certificate needs its key")
-    return target
 
 
 # ---------------------------------------------------------------------------

@@ -20,7 +20,9 @@ from kcp_shard_operator.constants import (
     SHARD_PLURAL,
 )
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.kube.credentials import Credentials, TokenSource
+from kcp_shard_operator.kube.credentials import TokenSource
+from kcp_shard_operator.kube.kubeconfig import Endpoint
+from kcp_shard_operator.kube.tls import ssl_context
 
 PLURALS = {
     "Deployment": "deployments",
@@ -62,11 +64,11 @@ def path_of(api_version: str, kind: str, namespace: str, name: str | None = None
 class Kube:
     """The calls the operator makes, returning plain dicts."""
 
-    def __init__(self, credentials: Credentials) -> None:
-        self._server = credentials.server
-        self._token = TokenSource(credentials)
+    def __init__(self, endpoint: Endpoint) -> None:
+        self._server = endpoint.server
+        self._token = TokenSource(endpoint)
         self._pool = urllib3.PoolManager(
-            ssl_context=credentials.ssl_context(), retries=False, timeout=TIMEOUT, maxsize=4
+            ssl_context=ssl_context(endpoint), retries=False, timeout=TIMEOUT, maxsize=4
         )
 
     def _call(
