@@ -25,10 +25,11 @@ $(BIN)/kcp-shard-operator: pyproject.toml
 install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and test extras
 
 .PHONY: lint
-lint: install ## ruff check, ruff format --check, mypy --strict
+lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (the layers)
 	$(BIN)/ruff check operator tests bench
 	$(BIN)/ruff format --check operator tests bench
 	$(BIN)/mypy --strict
+	$(BIN)/lint-imports
 
 .PHONY: fmt
 fmt: install ## format and autofix

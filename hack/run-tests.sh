@@ -22,10 +22,11 @@ trap - EXIT
 step "building missing tools"
 hack/tools.sh build kubernetes etcd kwok helm kcp
 
-step "lint: ruff check, ruff format --check, mypy --strict"
+step "lint: ruff check, ruff format --check, mypy --strict, lint-imports"
 "${BIN}/ruff" check operator tests bench
 "${BIN}/ruff" format --check operator tests bench
 "${BIN}/mypy" --strict
+"${BIN}/lint-imports"
 
 step "pytest: unit and end-to-end tests"
 set +e

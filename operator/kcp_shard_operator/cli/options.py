@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 
 from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
 from kcp_shard_operator.core.versions import (
@@ -25,4 +26,4 @@ def add_deprecating_release_option(parser: argparse.ArgumentParser) -> None:
 def deprecating_release(args: argparse.Namespace) -> Version:
     """The option's release, else the environment's; raises ``InvalidVersionError``."""
     chosen: str | None = args.root_shard_flag_removed_in
-    return Version.parse(chosen) if chosen else deprecating_release_from_env()
+    return Version.parse(chosen) if chosen else deprecating_release_from_env(os.environ)

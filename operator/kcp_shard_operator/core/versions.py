@@ -6,8 +6,8 @@ Every rule of the form "this flag exists / matters from version X on" lives in
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from functools import total_ordering
@@ -99,9 +99,9 @@ operator renders exists there, ``--cache-kubeconfig`` included (kcp has accepted
 0.11; from 0.31 on non-root shards cannot start without it)."""
 
 
-def deprecating_release_from_env(environ: dict[str, str] | None = None) -> Version:
+def deprecating_release_from_env(environ: Mapping[str, str]) -> Version:
     """The deprecating release from the environment, or the default."""
-    value = (os.environ if environ is None else environ).get(DEPRECATING_RELEASE_ENV, "")
+    value = environ.get(DEPRECATING_RELEASE_ENV, "")
     return Version.parse(value) if value.strip() else DEFAULT_DEPRECATING_RELEASE
 
 
