@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.controller.handlers import Context, Settings, _write_child
+from kcp_shard_operator.controller.context import Context, Settings
+from kcp_shard_operator.controller.writes import write_child
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.kube.client import RefusedError
@@ -74,7 +75,7 @@ def test_fallbacks(child: JSON, refuse: set[str], calls: list[str], how: str) ->
             return original(op, obj)
 
         kube._do = once_deleted  # type: ignore[method-assign]
-    written, done = _write_child(context(kube), child, live(child))
+    written, done = write_child(context(kube), child, live(child))
     assert (kube.calls, done) == (calls, how)
     assert written["spec"] == child["spec"]
 
@@ -82,14 +83,14 @@ def test_fallbacks(child: JSON, refuse: set[str], calls: list[str], how: str) ->
 def test_a_deployment_is_never_deleted() -> None:
     kube = FakeKube({"apply", "replace"})
     with pytest.raises(RefusedError):
-        _write_child(context(kube), RENDERED.deployment, live(RENDERED.deployment))
+        write_child(context(kube), RENDERED.deployment, live(RENDERED.deployment))
     assert "delete" not in kube.calls
 
 
 def test_a_refused_new_child_is_reported_not_replaced() -> None:
     kube = FakeKube({"apply"})
     with pytest.raises(RefusedError):
-        _write_child(context(kube), RENDERED.deployment, None)
+        write_child(context(kube), RENDERED.deployment, None)
     assert kube.calls == ["apply", "apply"]
 
 
@@ -97,7 +98,7 @@ def test_apply_that_leaves_differences_is_followed_by_a_replace() -> None:
     stale = copy.deepcopy(RENDERED.deployment)
     stale["spec"]["template"]["spec"]["containers"].append({"name": "sidecar"})
     kube = FakeKube(set(), echo=stale)
-    _, how = _write_child(context(kube), RENDERED.deployment, live(stale))
+    _, how = write_child(context(kube), RENDERED.deployment, live(stale))
     assert (kube.calls, how) == (["apply", "replace"], "replaced")
 
 
@@ -107,9 +108,9 @@ def test_foreign_fields_are_replaced_at_once_unless_they_change_nothing() -> Non
         {"manager": "kubectl-edit", "fieldsV1": {"f:spec": {"f:paused": {}}}}
     ]
     kube = FakeKube(set())
-    _, how = _write_child(context(kube), RENDERED.deployment, edited)
+    _, how = write_child(context(kube), RENDERED.deployment, edited)
     assert (kube.calls, how) == (["dry-run"], "unchanged")
     edited["spec"]["paused"] = True
     kube = FakeKube(set())
-    _, how = _write_child(context(kube), RENDERED.deployment, edited)
+    _, how = write_child(context(kube), RENDERED.deployment, edited)
     assert (kube.calls, how) == (["dry-run", "replace"], "replaced")
