@@ -13,6 +13,7 @@ import kopf
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.constants import CLEANUP_ENV, LOG_FORMAT_ENV, LOG_LEVEL_ENV
 from kcp_shard_operator.controller import handlers
+from kcp_shard_operator.controller.context import PEERING_LIFETIME_SECONDS, Context, Settings
 from kcp_shard_operator.core.versions import InvalidVersionError
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import Kube
@@ -65,10 +66,10 @@ def register(commands: Any) -> None:
     parser.add_argument(
         "--peering-lifetime",
         type=int,
-        default=handlers.PEERING_LIFETIME_SECONDS,
+        default=PEERING_LIFETIME_SECONDS,
         help="seconds a replica's peering record stays valid without a keep-alive: another "
         "replica takes over at most this long after the active one crashed (kopf's default is "
-        f"60; default {handlers.PEERING_LIFETIME_SECONDS}, at least 10)",
+        f"60; default {PEERING_LIFETIME_SECONDS}, at least 10)",
     )
     parser.add_argument(
         "--identity-cache-cleanup",
@@ -96,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: --root-shard-flag-removed-in: {err}") from err
     if args.peering_lifetime < 10:
         raise SystemExit("error: --peering-lifetime must be at least 10 seconds")
-    settings = handlers.Settings(
+    settings = Settings(
         deprecating_release=release,
         peering_lifetime=args.peering_lifetime,
         identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
@@ -118,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
         kube = Kube(credentials.load())
     except CredentialsError as err:
         raise SystemExit(f"error: {err}") from err
-    context = handlers.Context(settings=settings, kube=kube)
+    context = Context(settings=settings, kube=kube)
     kopf.run(
         registry=registry,
         standalone=args.standalone,

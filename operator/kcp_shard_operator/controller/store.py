@@ -16,8 +16,8 @@ from collections.abc import Callable
 
 from kcp_shard_operator.core.model import JSON
 
-Key = tuple[str, str, str]
-"""(kind, namespace, name)"""
+Entry = tuple[int | None, str] | None
+"""(resourceVersion when an integer, compact JSON body); None: known to be absent."""
 
 
 def _resource_version(body: JSON) -> int | None:
@@ -52,14 +52,15 @@ def trimmed(kind: str, body: JSON) -> JSON:
 
 
 class Store:
-    """A thread-safe map of the newest body seen per object.
+    """A thread-safe map of the newest body seen per object, indexed by kind and namespace
+    (a select reads only that namespace's objects of that kind).
 
     Bodies are kept as compact JSON text (about a tenth of the memory of the parsed
     dicts) and parsed on every read, so a caller may change what it gets.
     """
 
     def __init__(self) -> None:
-        self._objects: dict[Key, tuple[int | None, str] | None] = {}
+        self._objects: dict[tuple[str, str], dict[str, Entry]] = {}
         self._lock = threading.Lock()
 
     def put(self, kind: str, body: JSON) -> None:
@@ -69,16 +70,17 @@ class Store:
         compared only when both are integers (etcd revisions), else the last one wins.
         """
         meta = body.get("metadata") or {}
-        key = (kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         kept = trimmed(kind, body)
         new_rv = _resource_version(kept)
         text = json.dumps(kept, separators=(",", ":"))
         with self._lock:
-            old = self._objects.get(key)
+            objects = self._objects.setdefault((kind, namespace), {})
+            old = objects.get(name)
             old_rv = old[0] if old is not None else None
             if old_rv is not None and new_rv is not None and new_rv < old_rv:
                 return
-            self._objects[key] = (new_rv, text)
+            objects[name] = (new_rv, text)
 
     def deleted(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone (a watch said so, or the operator deleted it).
@@ -86,31 +88,32 @@ class Store:
         A Pod is forgotten: pods are never read by name and their names do not come back.
         """
         with self._lock:
-            if kind == "Pod":
-                self._objects.pop((kind, namespace, name), None)
-            else:
-                self._objects[(kind, namespace, name)] = None
+            if kind != "Pod":
+                self._objects.setdefault((kind, namespace), {})[name] = None
+                return
+            objects = self._objects.get((kind, namespace))
+            if objects is not None:
+                objects.pop(name, None)
+                if not objects:
+                    del self._objects[(kind, namespace)]
 
     def not_found(self, kind: str, namespace: str, name: str) -> None:
         """A read after a miss found nothing; a body a watch put meanwhile stays."""
         with self._lock:
-            self._objects.setdefault((kind, namespace, name), None)
+            self._objects.setdefault((kind, namespace), {}).setdefault(name, None)
 
     def lookup(self, kind: str, namespace: str, name: str) -> tuple[bool, JSON | None]:
         """Whether the store knows the object, and its body (None: known to be absent)."""
-        key = (kind, namespace, name)
         with self._lock:
-            known, entry = key in self._objects, self._objects.get(key)
+            objects = self._objects.get((kind, namespace)) or {}
+            known, entry = name in objects, objects.get(name)
         return known, None if entry is None else _parsed(entry[1])
 
     def select(self, kind: str, namespace: str, keep: Callable[[JSON], bool]) -> list[JSON]:
         """Cached objects of ``kind`` in ``namespace`` for which ``keep`` is true."""
         with self._lock:
-            found = [
-                entry[1]
-                for (k, ns, _), entry in self._objects.items()
-                if k == kind and ns == namespace and entry is not None
-            ]
+            objects = self._objects.get((kind, namespace)) or {}
+            found = [entry[1] for entry in objects.values() if entry is not None]
         return [body for body in map(_parsed, found) if keep(body)]
 
 

@@ -1,6 +1,9 @@
-"""The watch-fed store: newest body wins, absence is remembered, Secrets keep metadata."""
+"""The watch-fed store: newest body wins, absence is remembered, Secrets keep metadata,
+select reads one kind in one namespace."""
 
 from __future__ import annotations
+
+import random
 
 import pytest
 
@@ -115,3 +118,71 @@ def test_a_deleted_pod_is_forgotten_and_other_kinds_remembered_absent() -> None:
     assert store.lookup("Pod", "ns", "x") == (False, None)
     assert store.lookup("Service", "ns", "x") == (True, None)
     assert store.select("Pod", "ns", lambda _: True) == []
+
+
+def names(store: Store, kind: str, namespace: str) -> list[str]:
+    return sorted(body["metadata"]["name"] for body in store.select(kind, namespace, bool))
+
+
+def test_select_sees_only_its_kind_and_namespace_through_puts_deletes_and_replaces() -> None:
+    store = Store()
+    for kind in ("Shard", "Deployment", "Pod"):
+        for namespace in ("ns", "other"):
+            for name in ("a", "b"):
+                store.put(kind, obj(name, "1", namespace, spec={"of": f"{kind}/{namespace}"}))
+    store.put("Shard", obj("a", "2", spec={"replaced": True}))
+    store.put("Shard", obj("c", "3"))
+    store.deleted("Shard", "ns", "b")
+    store.deleted("Pod", "ns", "a")
+    store.deleted("Pod", "ns", "b")
+    store.deleted("Deployment", "other", "a")
+    store.not_found("Deployment", "ns", "z")
+    assert names(store, "Shard", "ns") == ["a", "c"]
+    replaced = store.select("Shard", "ns", lambda body: body["metadata"]["name"] == "a")
+    assert replaced == [obj("a", "2", spec={"replaced": True})]
+    assert names(store, "Shard", "other") == ["a", "b"]
+    assert names(store, "Pod", "ns") == []
+    assert names(store, "Pod", "other") == ["a", "b"]
+    assert names(store, "Deployment", "ns") == ["a", "b"]
+    assert names(store, "Deployment", "other") == ["b"]
+    assert names(store, "Service", "ns") == []
+    assert all(
+        body["spec"] == {"of": f"{kind}/other"}
+        for kind in ("Shard", "Deployment")
+        for body in store.select(kind, "other", bool)
+    )
+    store.put("Pod", obj("a", "5"))
+    store.put("Deployment", obj("a", "6", namespace="other"))
+    assert names(store, "Pod", "ns") == ["a"]
+    assert names(store, "Deployment", "other") == ["a", "b"]
+
+
+def test_select_and_lookup_agree_with_a_plain_map_over_many_operations() -> None:
+    rng = random.Random(13)
+    store = Store()
+    model: dict[tuple[str, str, str], JSON | None] = {}
+    for step in range(2000):
+        kind = rng.choice(["Shard", "Pod", "Service"])
+        namespace, name = rng.choice(["ns", "other"]), rng.choice("abcd")
+        key = (kind, namespace, name)
+        op = rng.choice(["put", "put", "deleted", "not_found"])
+        if op == "put":
+            body = obj(name, str(step), namespace, spec={"step": step})
+            store.put(kind, body)
+            model[key] = body if kind != "Pod" else trimmed("Pod", body)
+        elif op == "deleted":
+            store.deleted(kind, namespace, name)
+            if kind == "Pod":
+                model.pop(key, None)
+            else:
+                model[key] = None
+        else:
+            store.not_found(kind, namespace, name)
+            model.setdefault(key, None)
+        assert store.lookup(*key) == (key in model, model.get(key))
+        expected = sorted(
+            (body for (k, ns, _), body in model.items() if (k, ns) == key[:2] and body),
+            key=lambda body: str(body["metadata"]["name"]),
+        )
+        found = store.select(kind, namespace, bool)
+        assert sorted(found, key=lambda body: str(body["metadata"]["name"])) == expected

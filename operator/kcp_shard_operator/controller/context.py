@@ -1,0 +1,80 @@
+"""What every pass needs: settings, the API calls, the watch-fed store, per-Shard locks, and
+the outside effects a unit test replaces (Events, the shard HTTP cleanup, the clock)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Protocol, cast
+
+import kopf
+
+from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.status import Event
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.policy import Outcome
+
+PEERING_LIFETIME_SECONDS = 15
+"""Keep-alives go out every lifetime minus 5-10 s, so a crashed replica is replaced within it."""
+Logger = logging.Logger | logging.LoggerAdapter[Any]
+
+
+class KubeAPI(Protocol):
+    """The calls of :class:`kcp_shard_operator.kube.client.Kube` a pass makes."""
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None: ...
+
+    def apply(self, obj: JSON) -> JSON: ...
+
+    def replace(self, obj: JSON, dry_run: bool = False) -> JSON: ...
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
+
+    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON: ...
+
+    def secret_value(self, namespace: str, name: str, key: str) -> bytes | None: ...
+
+
+def post_event(obj: JSON, event: Event) -> None:
+    """An Event about ``obj`` through kopf's poster (only inside a running operator)."""
+    kopf.event(cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message)
+
+
+@dataclass
+class Settings:
+    """Operator settings, fixed at start-up."""
+
+    deprecating_release: Version
+    identity_cache_cleanup: bool = True
+    peering_lifetime: int = PEERING_LIFETIME_SECONDS
+
+
+@dataclass
+class Context:
+    """What every pass needs: settings, API access, the watch-fed store, per-Shard locks."""
+
+    settings: Settings
+    kube: KubeAPI
+    store: Store = field(default_factory=Store)
+    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _guard: threading.Lock = field(default_factory=threading.Lock)
+    cleanup_failures: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """Per Shard: failed identity-cache cleanups in a row, and the monotonic time of the next."""
+    post: Callable[[JSON, Event], None] = post_event
+    clean: Callable[[bytes], Outcome] = clean_shard
+    """Delete the stale ConfigMap on the shard a kubeconfig names."""
+    clock: Callable[[], float] = time.monotonic
+
+    @contextmanager
+    def lock(self, namespace: str, name: str) -> Iterator[None]:
+        """Serialise passes over one Shard coming from different watch streams."""
+        with self._guard:
+            lock = self._locks.setdefault(f"{namespace}/{name}", threading.Lock())
+        with lock:
+            yield

@@ -1,0 +1,56 @@
+"""Passes one change calls for beyond its own Shard: a root's dependents, a Secret's users."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kcp_shard_operator.constants import SHARD_KIND
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.reconcile import reconcile
+from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.spec import parse_shard
+
+
+def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
+    """Shards of ``namespace`` whose spec.rootShardRef names ``root_name``."""
+    return [
+        item["metadata"]["name"]
+        for item in ctx.store.select(
+            SHARD_KIND,
+            namespace,
+            lambda item: (
+                ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
+            ),
+        )
+    ]
+
+
+def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
+    """Shards of ``namespace`` whose pods may mount Secret ``secret``."""
+    names = []
+    for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
+        try:
+            shard = parse_shard(body, ctx.settings.deprecating_release)
+        except SpecError:
+            continue
+        if secret in shard.spec.secret_names:
+            names.append(shard.name)
+    return names
+
+
+def reconcile_with_dependents(
+    ctx: Context, namespace: str, name: str, spec: Mapping[str, Any], logger: Logger
+) -> None:
+    """A pass over the Shard; after a root's (its ``spec`` names no root), one over each
+    Shard that names it as root, whose pass depends on the root (its rolled-out version)."""
+    reconcile(ctx, namespace, name, logger)
+    if not spec.get("rootShardRef"):
+        for dependent in dependents(ctx, namespace, name):
+            reconcile(ctx, namespace, dependent, logger)
+
+
+def reconcile_referencing(ctx: Context, namespace: str, secret: str, logger: Logger) -> None:
+    """A pass over each Shard whose pods may mount ``secret``: a new revision rolls them."""
+    for shard in referencing(ctx, namespace, secret):
+        reconcile(ctx, namespace, shard, logger)

@@ -1,0 +1,50 @@
+"""What a pass reads: from the store, from the API server only when the store does not know."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.render import selector_labels
+from kcp_shard_operator.core.spec import Shard, parse_shard
+
+
+def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
+    """The object from the store; from the API server only when the store does not know it."""
+    known, body = ctx.store.lookup(kind, namespace, name)
+    if known:
+        return body
+    found = ctx.kube.get(api_version, kind, namespace, name)
+    if found is None:
+        ctx.store.not_found(kind, namespace, name)
+    else:
+        ctx.store.put(kind, found)
+    return found
+
+
+def read_shard(ctx: Context, namespace: str, name: str) -> JSON | None:
+    return read(ctx, SHARD_API_VERSION, SHARD_KIND, namespace, name)
+
+
+def root_of(ctx: Context, shard: Shard) -> Shard | None:
+    """The root Shard ``shard`` names, None for a root shard or a missing or invalid root."""
+    ref = shard.spec.root_shard_ref
+    if ref is None:
+        return None
+    obj = read_shard(ctx, shard.namespace, ref.name)
+    if obj is None:
+        return None
+    try:
+        return parse_shard(obj, ctx.settings.deprecating_release)
+    except SpecError:
+        return None
+
+
+def pods(ctx: Context, shard: Shard) -> list[JSON]:
+    """The shard's pods as the pod watch last delivered them."""
+    wanted = selector_labels(shard).items()
+    return ctx.store.select(
+        "Pod",
+        shard.namespace,
+        lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
+    )

@@ -1,0 +1,123 @@
+"""One reconcile pass over a Shard: read, let the planner decide, write children, then status."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import replace
+
+from kcp_shard_operator.controller.cleanup import clean_identity_cache
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
+from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
+from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.planner import cause_of, plan
+from kcp_shard_operator.core.render import child_name
+from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.status import (
+    Observation,
+    change_event,
+    invalid_status,
+    rollout_complete,
+    shard_status,
+)
+from kcp_shard_operator.kube.client import APIError, error_message
+
+CHILD_KINDS = (
+    ("v1", "Service", "services"),
+    ("apps/v1", "Deployment", "deployments"),
+    ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+)
+"""(apiVersion, kind, plural) of the objects a Shard owns."""
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+    """One level-triggered pass over a Shard: children first, then status.
+
+    A refusal or an unreachable API server ends the pass with one log line (and, when the
+    status can still be written, ``Degraded``), never with a traceback retried by kopf.
+    """
+    with ctx.lock(namespace, name):
+        try:
+            _reconcile(ctx, namespace, name, logger)
+        except APIError as err:
+            logger.error("pass over Shard %s/%s stopped: %s", namespace, name, error_message(err))
+
+
+def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+    obj = read_shard(ctx, namespace, name)
+    if obj is None or obj["metadata"].get("deletionTimestamp"):
+        return
+    release = ctx.settings.deprecating_release
+    generation = int(obj["metadata"].get("generation", 0))
+    try:
+        shard = parse_shard(obj, release)
+    except SpecError as err:
+        write_status(ctx, obj, invalid_status(obj.get("status"), generation, str(err), _now()))
+        return
+    try:
+        root = root_of(ctx, shard)
+        observed = {
+            kind: read(ctx, api, kind, namespace, child_name(shard)) for api, kind, _ in CHILD_KINDS
+        }
+        revisions = {
+            name: str(
+                ((read(ctx, "v1", "Secret", namespace, name) or {}).get("metadata") or {}).get(
+                    "resourceVersion", ""
+                )
+            )
+            for name in shard.spec.secret_names
+        }
+    except APIError as err:
+        seen = Observation(
+            deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
+        )
+        write_status(ctx, obj, shard_status(shard, seen, _now()))
+        return
+    decision = plan(shard, root, observed, release, revisions)
+    failures: list[str] = []
+    for child in decision.apply:
+        kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
+        live = observed.get(kind)
+        cause = cause_of(live, child)
+        try:
+            written, how = write_child(ctx, child, live)
+        except APIError as err:
+            failures.append(f"{child_ref}: {error_message(err)}")
+            logger.warning("could not write %s: %s", child_ref, error_message(err))
+            continue
+        observed[kind] = written
+        if how == UNCHANGED:
+            continue
+        ctx.store.put(kind, written)
+        logger.info("%s %s (%s)", how, child_ref, cause.value)
+        event = change_event(kind, child["metadata"]["name"], cause.value, generation)
+        if event is not None:
+            ctx.post(obj, event)
+    if decision.delete_pdb:
+        try:
+            ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
+            ctx.store.deleted("PodDisruptionBudget", namespace, child_name(shard))
+        except APIError as err:
+            failures.append(f"PodDisruptionBudget {child_name(shard)}: {error_message(err)}")
+    deployment = observed.get("Deployment")
+    shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
+    seen = Observation(
+        deployment=deployment,
+        error=decision.error,
+        error_reason=decision.error_reason,
+        waiting=decision.waiting,
+        dropped_args=decision.dropped_args,
+        unused_refs=decision.unused_refs,
+        apply_errors=failures,
+        missing_secrets=decision.missing_secrets,
+        pods=shard_pods,
+    )
+    status = shard_status(shard, seen, _now())
+    cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
+    if cleaned is not None:
+        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
+    write_status(ctx, obj, status)

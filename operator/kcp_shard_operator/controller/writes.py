@@ -1,0 +1,67 @@
+"""What a pass writes: one child, falling back step by step when refused; the Shard's status."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.constants import FIELD_MANAGER, SHARD_KIND
+from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import (
+    RECREATABLE_KINDS,
+    contains,
+    foreign_fields,
+    replacement,
+)
+from kcp_shard_operator.core.status import events_between
+from kcp_shard_operator.kube.client import RefusedError
+
+UNCHANGED = "unchanged"
+
+
+def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str]:
+    """Bring one child to ``child``: apply, retried once; else replace; else recreate.
+
+    Returns the object as written and how. Spec fields another manager added are put
+    back by a replace at once (server-side apply would keep them).
+    """
+    if live is not None and foreign_fields(live, FIELD_MANAGER):
+        body = replacement(child, live)
+        if contains(live, child):
+            # Fields set to what the server would default them to anyway: nothing to put back.
+            preview = ctx.kube.replace(body, dry_run=True)
+            if preview.get("spec") == live.get("spec"):
+                return live, UNCHANGED
+        return ctx.kube.replace(body), "replaced"
+    try:
+        try:
+            applied = ctx.kube.apply(child)
+        except RefusedError:
+            applied = ctx.kube.apply(child)
+    except RefusedError:
+        if live is None:
+            raise
+        return _fall_back(ctx, child, live)
+    if not contains(applied, child):
+        return ctx.kube.replace(replacement(child, applied)), "replaced"
+    return applied, "applied"
+
+
+def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
+    try:
+        return ctx.kube.replace(replacement(child, live)), "replaced"
+    except RefusedError:
+        if child["kind"] not in RECREATABLE_KINDS:
+            raise
+    meta = child["metadata"]
+    ctx.kube.delete(child["apiVersion"], child["kind"], meta["namespace"], meta["name"])
+    return ctx.kube.apply(child), "recreated"
+
+
+def write_status(ctx: Context, obj: JSON, status: JSON) -> None:
+    """Write ``status`` unless the Shard has it already; post the Events of the change."""
+    before = obj.get("status")
+    if before == status:
+        return
+    meta = obj["metadata"]
+    ctx.store.put(SHARD_KIND, ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
+    for event in events_between(before, status):
+        ctx.post(obj, event)

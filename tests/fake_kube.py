@@ -1,0 +1,231 @@
+"""An in-memory API server for the calls a reconcile pass makes, a Context around it, and
+what happens around a pass: watch events, a Deployment's rollout, a user's spec change."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from kcp_shard_operator.controller.context import Context, Settings
+from kcp_shard_operator.controller.reconcile import reconcile
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.status import Event
+from kcp_shard_operator.identitycache.policy import Outcome, Result
+from kcp_shard_operator.kube.client import RefusedError
+
+from .conftest import RELEASE
+
+Key = tuple[str, str, str]
+WRITES = frozenset({"apply", "replace", "delete", "status"})
+LOGGER = logging.getLogger("test")
+
+
+def refused(status: int = 422, reason: str = "Unprocessable Entity") -> RefusedError:
+    return RefusedError(status, reason, "refused by the fake API server")
+
+
+def conflict() -> RefusedError:
+    return refused(409, "Conflict")
+
+
+def _key(obj: JSON) -> Key:
+    meta = obj["metadata"]
+    return obj["kind"], meta["namespace"], meta["name"]
+
+
+def _merged(base: Any, patch: Any) -> Any:
+    """A JSON merge patch (RFC 7386) of ``patch`` onto ``base``."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    out = dict(base) if isinstance(base, dict) else {}
+    for name, value in patch.items():
+        if value is None:
+            out.pop(name, None)
+        else:
+            out[name] = _merged(out.get(name), value)
+    return out
+
+
+class FakeKube:
+    """Objects by (kind, namespace, name), as the API server keeps them for the operator.
+
+    Every write numbers a new resourceVersion; a changed spec bumps ``metadata.generation``;
+    an apply keeps the status and what the server set in metadata; a replace whose
+    resourceVersion is not the stored one answers 409, one of a missing object 404.
+    ``fail`` queues errors for the next calls of an operation on a kind; ``calls`` lists
+    (operation, kind, name) of every call.
+    """
+
+    def __init__(self, *objects: JSON) -> None:
+        self.objects: dict[Key, JSON] = {}
+        self.calls: list[tuple[str, str, str]] = []
+        self._errors: dict[tuple[str, str], list[Exception]] = {}
+        self._revision = 0
+        for obj in objects:
+            self.put(obj)
+
+    def put(self, obj: JSON) -> JSON:
+        """Store ``obj`` as the server would after a write, without recording a call."""
+        old = self.objects.get(_key(obj))
+        new = copy.deepcopy(obj)
+        meta = new["metadata"]
+        self._revision += 1
+        meta["resourceVersion"] = str(self._revision)
+        meta.setdefault("uid", f"uid-{meta['name']}-{obj['kind']}")
+        generation = int((old or obj)["metadata"].get("generation", 1))
+        if old is not None and old.get("spec") != new.get("spec"):
+            generation += 1
+        meta["generation"] = generation
+        self.objects[_key(new)] = new
+        return copy.deepcopy(new)
+
+    def fail(self, op: str, kind: str, *errors: Exception) -> None:
+        self._errors.setdefault((op, kind), []).extend(errors)
+
+    @property
+    def writes(self) -> list[tuple[str, str, str]]:
+        return [call for call in self.calls if call[0] in WRITES]
+
+    def _call(self, op: str, kind: str, name: str) -> None:
+        self.calls.append((op, kind, name))
+        errors = self._errors.get((op, kind))
+        if errors:
+            raise errors.pop(0)
+
+    def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
+        self._call("get", kind, name)
+        found = self.objects.get((kind, namespace, name))
+        return copy.deepcopy(found)
+
+    def apply(self, obj: JSON) -> JSON:
+        self._call("apply", obj["kind"], obj["metadata"]["name"])
+        old = self.objects.get(_key(obj))
+        if old is None:
+            return self.put(obj)
+        meta = {**old["metadata"], **copy.deepcopy(obj["metadata"])}
+        meta.pop("resourceVersion", None)
+        return self.put({**old, **copy.deepcopy(obj), "metadata": meta})
+
+    def replace(self, obj: JSON, dry_run: bool = False) -> JSON:
+        self._call("dry-run" if dry_run else "replace", obj["kind"], obj["metadata"]["name"])
+        old = self.objects.get(_key(obj))
+        if old is None:
+            raise refused(404, "Not Found")
+        if obj["metadata"].get("resourceVersion") != old["metadata"]["resourceVersion"]:
+            raise conflict()
+        meta = {
+            **copy.deepcopy(obj["metadata"]),
+            "uid": old["metadata"]["uid"],
+            "generation": old["metadata"]["generation"],
+        }
+        new = {**copy.deepcopy(obj), "metadata": meta, "status": old.get("status")}
+        return copy.deepcopy(new) if dry_run else self.put(new)
+
+    def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
+        self._call("delete", kind, name)
+        self.objects.pop((kind, namespace, name), None)
+
+    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
+        self._call("status", "Shard", name)
+        old = self.objects.get(("Shard", namespace, name))
+        if old is None:
+            raise refused(404, "Not Found")
+        return self.put({**old, "status": _merged(old.get("status"), status)})
+
+    def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
+        self._call("get", "Secret", name)
+        data = (self.objects.get(("Secret", namespace, name)) or {}).get("data") or {}
+        return base64.b64decode(data[key]) if key in data else None
+
+    def roll_out(self, namespace: str, name: str) -> JSON:
+        """What the Deployment controller writes once every replica of ``name`` is available."""
+        deployment = self.objects[("Deployment", namespace, name)]
+        replicas = deployment["spec"].get("replicas", 1)
+        return self.put(
+            {
+                **deployment,
+                "status": {
+                    "observedGeneration": deployment["metadata"]["generation"],
+                    **dict.fromkeys(
+                        ("replicas", "updatedReplicas", "availableReplicas", "readyReplicas"),
+                        replicas,
+                    ),
+                },
+            }
+        )
+
+
+@dataclass
+class Effects:
+    """The shard HTTP calls and the Events of a pass, recorded; a clock the test moves."""
+
+    outcome: Outcome = field(default_factory=lambda: Outcome(Result.DELETED, "deleted"))
+    cleaned: list[bytes] = field(default_factory=list)
+    events: list[tuple[str, Event]] = field(default_factory=list)
+    now: float = 1000.0
+
+    def clean(self, kubeconfig: bytes) -> Outcome:
+        self.cleaned.append(kubeconfig)
+        return self.outcome
+
+    def post(self, obj: JSON, event: Event) -> None:
+        self.events.append((obj["metadata"]["name"], event))
+
+    def clock(self) -> float:
+        return self.now
+
+
+def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = True) -> Context:
+    """A Context over ``kube`` whose store holds every object, as the watches' listings fill it."""
+    effects = effects or Effects()
+    ctx = Context(
+        settings=Settings(deprecating_release=RELEASE, identity_cache_cleanup=cleanup),
+        kube=kube,
+        post=effects.post,
+        clean=effects.clean,
+        clock=effects.clock,
+    )
+    for (kind, _, _), obj in kube.objects.items():
+        ctx.store.put(kind, copy.deepcopy(obj))
+    return ctx
+
+
+def secret(name: str, **data: str) -> JSON:
+    meta = {"name": name, "namespace": "ns"}
+    return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
+
+
+SECRETS = (secret("cache"), secret("root-admin"))
+
+
+def rolled_out(shard: JSON) -> JSON:
+    """``shard`` with its spec version rolled out, as its status says."""
+    return {**shard, "status": {"version": shard["spec"]["version"]}}
+
+
+def run(ctx: Context, *names: str) -> None:
+    for name in names:
+        reconcile(ctx, "ns", name, LOGGER)
+
+
+def watched(ctx: Context, obj: JSON) -> None:
+    """What a watch event does: the store gets the object."""
+    ctx.store.put(obj["kind"], obj)
+
+
+def settle(ctx: Context, kube: FakeKube, *names: str) -> None:
+    """A pass, the Deployment's rollout as its watch delivers it, and the pass that follows."""
+    for name in names:
+        run(ctx, name)
+        watched(ctx, kube.roll_out("ns", f"{name}-kcp"))
+        run(ctx, name)
+
+
+def respec(ctx: Context, kube: FakeKube, name: str, **spec: Any) -> None:
+    """A user's change of the Shard's spec, delivered by its watch."""
+    obj = copy.deepcopy(kube.objects[("Shard", "ns", name)])
+    obj["spec"].update(spec)
+    watched(ctx, kube.put(obj))

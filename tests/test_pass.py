@@ -1,0 +1,284 @@
+"""One reconcile pass against an in-memory API server: what it writes, waits for, reports."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import contains
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.status import Event
+from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
+
+from .conftest import RELEASE, make, non_root_object, shard_object
+from .fake_kube import (
+    SECRETS,
+    Effects,
+    FakeKube,
+    context,
+    refused,
+    respec,
+    rolled_out,
+    run,
+    secret,
+    settle,
+    watched,
+)
+
+
+def status(kube: FakeKube, name: str) -> JSON:
+    found: JSON = kube.objects[("Shard", "ns", name)].get("status") or {}
+    return found
+
+
+def conditions(kube: FakeKube, name: str) -> dict[str, JSON]:
+    """The conditions of Shard ``name`` by type, as the API server holds them."""
+    return {cond["type"]: cond for cond in status(kube, name).get("conditions") or []}
+
+
+def condition(kube: FakeKube, name: str, type_: str) -> tuple[str, str]:
+    found = conditions(kube, name)[type_]
+    return found["status"], found["reason"]
+
+
+def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    run(ctx, "root")
+    assert kube.writes == [
+        ("apply", "Service", "root-kcp"),
+        ("apply", "Deployment", "root-kcp"),
+        ("status", "Shard", "root"),
+    ]
+    for child in render_shard(make(shard_object()), None, RELEASE, {}).objects:
+        assert contains(kube.objects[(child["kind"], "ns", "root-kcp")], child)
+    assert status(kube, "root")["phase"] == "Progressing"
+    assert condition(kube, "root", "Ready") == ("False", "RollingOut")
+    assert effects.events == []
+
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    assert kube.writes[3:] == [("status", "Shard", "root")]
+    assert (status(kube, "root")["phase"], status(kube, "root")["version"]) == ("Ready", "0.34.0")
+    assert [event.reason for _, event in effects.events] == ["RolledOut"]
+
+
+def test_a_pass_over_an_in_sync_shard_calls_no_api() -> None:
+    kube = FakeKube(shard_object(), non_root_object(), *SECRETS)
+    ctx = context(kube)
+    settle(ctx, kube, "root", "shard-1")
+    assert condition(kube, "shard-1", "Degraded") == ("False", "AsExpected")
+    calls = len(kube.calls)
+    run(ctx, "root", "shard-1", "root")
+    assert kube.calls[calls:] == []
+
+
+def test_only_the_changed_child_is_written_and_the_change_is_an_event() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    writes = len(kube.writes)
+    respec(ctx, kube, "root", version="0.34.1")
+    run(ctx, "root")
+    assert kube.writes[writes:] == [
+        ("apply", "Deployment", "root-kcp"),
+        ("status", "Shard", "root"),
+    ]
+    assert effects.events[-1] == (
+        "root",
+        Event(
+            "Normal", "Configured", "Deployment root-kcp updated to the Shard's spec (generation 2)"
+        ),
+    )
+    assert condition(kube, "root", "Progressing") == ("True", "RollingOut")
+
+
+HA: dict[str, Any] = {"replicas": 3, "etcd": {"endpoints": ["https://etcd:2379"]}}
+"""Three replicas on an external etcd: the Deployment changes and a PodDisruptionBudget is new."""
+
+ROOT_AT = {
+    "missing": None,
+    "not rolled out": shard_object(),
+    "older": rolled_out(shard_object(version="0.33.0")),
+    "same": rolled_out(shard_object()),
+}
+
+
+@pytest.mark.parametrize(
+    ("root", "children", "phase", "progressing"),
+    [
+        ("missing", False, "Degraded", ("False", "RootShardNotFound")),
+        ("not rolled out", False, "WaitingForRootShard", ("False", "WaitingForRootShard")),
+        ("older", False, "WaitingForRootShard", ("False", "WaitingForRootShard")),
+        ("same", True, "Progressing", ("True", "RollingOut")),
+    ],
+)
+def test_a_non_root_shard_waits_for_its_root(
+    root: str, children: bool, phase: str, progressing: tuple[str, str]
+) -> None:
+    found = ROOT_AT[root]
+    kube = FakeKube(non_root_object(), *SECRETS, *([found] if found else []))
+    ctx = context(kube)
+    run(ctx, "shard-1")
+    written = {kind for op, kind, _ in kube.writes if op == "apply"}
+    assert written == ({"Service", "Deployment"} if children else set())
+    assert status(kube, "shard-1")["phase"] == phase
+    assert condition(kube, "shard-1", "Progressing") == progressing
+
+
+def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_written() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    writes = len(kube.writes)
+    kube.fail("apply", "Deployment", refused(), refused())
+    kube.fail("replace", "Deployment", refused())
+    respec(ctx, kube, "root", **HA)
+    run(ctx, "root")
+    assert kube.writes[writes:] == [
+        ("apply", "Deployment", "root-kcp"),
+        ("apply", "Deployment", "root-kcp"),
+        ("replace", "Deployment", "root-kcp"),
+        ("apply", "PodDisruptionBudget", "root-kcp"),
+        ("status", "Shard", "root"),
+    ]
+    assert status(kube, "root")["phase"] == "Degraded"
+    assert condition(kube, "root", "Degraded") == ("True", "ApplyFailed")
+    message = "Deployment root-kcp: 422 Unprocessable Entity: refused by the fake API server"
+    assert effects.events[-1] == ("root", Event("Warning", "ApplyFailed", message))
+
+    run(ctx, "root")
+    assert kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["replicas"] == 3
+    assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+
+
+def test_an_unreachable_api_server_while_reading_is_reported() -> None:
+    kube = FakeKube(shard_object())
+    ctx = context(kube)
+    kube.fail("get", "Service", ConnectionRefusedError())
+    run(ctx, "root")
+    assert [op for op, _, _ in kube.writes] == ["status"]
+    assert condition(kube, "root", "Degraded") == ("True", "APIError")
+    message = conditions(kube, "root")["Degraded"]["message"]
+    assert message == "reading: API server unreachable: ConnectionRefusedError"
+
+
+def test_a_refused_status_write_ends_the_pass_with_one_log_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = FakeKube(shard_object())
+    kube.fail("status", "Shard", refused(409, "Conflict"))
+    run(context(kube), "root")
+    assert "pass over Shard ns/root stopped: 409 Conflict" in caplog.text
+    assert "status" not in kube.objects[("Shard", "ns", "root")]
+
+
+def test_an_invalid_spec_is_reported_without_writing_children() -> None:
+    kube = FakeKube(shard_object(version="not-a-version"))
+    run(context(kube), "root")
+    assert [op for op, _, _ in kube.writes] == ["status"]
+    assert condition(kube, "root", "Degraded") == ("True", "InvalidSpec")
+
+
+def test_a_deleted_or_deleting_shard_gets_no_pass() -> None:
+    deleting = shard_object()
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    kube = FakeKube(deleting)
+    run(context(kube), "root", "gone")
+    assert kube.writes == []
+
+
+def test_a_pdb_no_longer_rendered_is_deleted() -> None:
+    kube = FakeKube(shard_object(**HA))
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    assert ("PodDisruptionBudget", "ns", "root-kcp") in kube.objects
+    respec(ctx, kube, "root", replicas=1)
+    run(ctx, "root")
+    assert ("delete", "PodDisruptionBudget", "root-kcp") in kube.writes
+    assert ("PodDisruptionBudget", "ns", "root-kcp") not in kube.objects
+    assert ctx.store.lookup("PodDisruptionBudget", "ns", "root-kcp") == (True, None)
+
+
+def test_pods_that_do_not_run_are_reported_while_rolling_out() -> None:
+    kube = FakeKube(shard_object())
+    ctx = context(kube)
+    run(ctx, "root")
+    waiting = {"waiting": {"reason": "ImagePullBackOff", "message": "no such image"}}
+    labels = {"app.kubernetes.io/name": "kcp", "app.kubernetes.io/instance": "root"}
+    for name, pod_labels in (("root-kcp-a", labels), ("other-a", {"app": "other"})):
+        watched(
+            ctx,
+            {
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": "ns", "labels": pod_labels},
+                "status": {"containerStatuses": [{"name": "kcp", "state": waiting}]},
+            },
+        )
+    run(ctx, "root")
+    assert condition(kube, "root", "Degraded") == ("True", "PodsNotRunning")
+    message = conditions(kube, "root")["Degraded"]["message"]
+    assert "root-kcp-a" in message
+    assert "other-a" not in message
+
+
+ADMIN: dict[str, Any] = {"adminKubeconfigSecretRef": {"name": "admin"}}
+ADMIN_SECRET = secret("admin", kubeconfig="a3ViZWNvbmZpZw==")
+
+
+@pytest.mark.parametrize(
+    ("shard", "enabled", "settled", "cleaned", "reason"),
+    [
+        (non_root_object(**ADMIN), True, True, True, "Deleted"),
+        (non_root_object(**ADMIN), False, True, False, None),
+        (non_root_object(**ADMIN), True, False, False, None),
+        (shard_object("shard-1", **ADMIN), True, True, False, None),
+        (non_root_object(version="0.33.0", **ADMIN), True, True, False, None),
+        (non_root_object(), True, True, False, "NoAdminKubeconfig"),
+        (non_root_object(adminKubeconfigSecretRef={"name": "nope"}), True, True, False,
+         "SecretNotFound"),
+    ],
+)  # fmt: skip
+def test_the_identity_cache_is_cleaned_only_when_the_pass_decides_it(
+    shard: JSON, enabled: bool, settled: bool, cleaned: bool, reason: str | None
+) -> None:
+    kube = FakeKube(rolled_out(shard_object()), shard, *SECRETS, ADMIN_SECRET)
+    effects = Effects()
+    ctx = context(kube, effects, cleanup=enabled)
+    if settled:
+        settle(ctx, kube, "shard-1")
+    else:
+        run(ctx, "shard-1")
+    assert effects.cleaned == ([b"kubeconfig"] if cleaned else [])
+    found = conditions(kube, "shard-1").get("IdentityCacheCleaned")
+    assert (found or {}).get("reason") == reason
+    run(ctx, "shard-1")
+    assert len(effects.cleaned) == int(cleaned)
+
+
+def test_a_failed_cleanup_is_retried_after_a_growing_delay() -> None:
+    kube = FakeKube(rolled_out(shard_object()), non_root_object(**ADMIN), *SECRETS, ADMIN_SECRET)
+    effects = Effects(outcome=Outcome(Result.SHARD_UNREACHABLE, "cannot reach the shard"))
+    ctx = context(kube, effects)
+    settle(ctx, kube, "shard-1")
+    assert len(effects.cleaned) == 1
+    assert condition(kube, "shard-1", "IdentityCacheCleaned") == ("False", "ShardUnreachable")
+    for delay, attempts in (
+        (RETRY_BASE_SECONDS - 1, 1),
+        (1, 2),
+        (RETRY_BASE_SECONDS, 2),
+        (RETRY_BASE_SECONDS, 3),
+    ):
+        effects.now += delay
+        run(ctx, "shard-1")
+        assert len(effects.cleaned) == attempts
+    effects.outcome = Outcome(Result.DELETED, "deleted")
+    effects.now += 4 * RETRY_BASE_SECONDS
+    run(ctx, "shard-1")
+    assert condition(kube, "shard-1", "IdentityCacheCleaned") == ("True", "Deleted")
+    assert ctx.cleanup_failures == {}

@@ -1,0 +1,138 @@
+"""How one child is written (apply, once more, replace, recreate) and when status is."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from kcp_shard_operator.controller.writes import write_child, write_status
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.kube.client import RefusedError
+
+from .conftest import make, shard_object
+from .fake_kube import Effects, FakeKube, conflict, context, refused
+
+HA = shard_object(replicas=3, etcd={"endpoints": ["https://etcd:2379"]})
+RENDERED = render_shard(make(HA), None, make(HA).spec.kcp_version)
+CHILDREN = {obj["kind"]: obj for obj in RENDERED.objects}
+
+
+def served(child: JSON) -> tuple[FakeKube, JSON]:
+    """An API server holding an older version of ``child``, and that object as last seen."""
+    old = copy.deepcopy(child)
+    old["spec"]["stale"] = True
+    kube = FakeKube(old)
+    return kube, copy.deepcopy(kube.objects[(child["kind"], "ns", child["metadata"]["name"])])
+
+
+REFUSED_TWICE = {"apply": [refused(), refused()]}
+
+
+@pytest.mark.parametrize(
+    ("kind", "errors", "calls", "how"),
+    [
+        ("Deployment", {}, ["apply"], "applied"),
+        ("Deployment", {"apply": [refused()]}, ["apply", "apply"], "applied"),
+        ("Deployment", REFUSED_TWICE, ["apply", "apply", "replace"], "replaced"),
+        ("Service", REFUSED_TWICE, ["apply", "apply", "replace"], "replaced"),
+        ("Service", {**REFUSED_TWICE, "replace": [refused()]},
+         ["apply", "apply", "replace", "delete", "apply"], "recreated"),
+        ("PodDisruptionBudget", {**REFUSED_TWICE, "replace": [refused()]},
+         ["apply", "apply", "replace", "delete", "apply"], "recreated"),
+        ("Service", {**REFUSED_TWICE, "replace": [conflict()]},
+         ["apply", "apply", "replace", "delete", "apply"], "recreated"),
+    ],
+)  # fmt: skip
+def test_a_refused_write_falls_back_step_by_step(
+    kind: str, errors: dict[str, list[Exception]], calls: list[str], how: str
+) -> None:
+    child = CHILDREN[kind]
+    kube, live = served(child)
+    for op, queued in errors.items():
+        kube.fail(op, kind, *queued)
+    written, done = write_child(context(kube), child, live)
+    assert ([op for op, _, _ in kube.calls], done) == (calls, how)
+    assert written == kube.objects[(kind, "ns", child["metadata"]["name"])]
+    assert written["spec"] == child["spec"]
+
+
+@pytest.mark.parametrize("error", [refused(), conflict()])
+def test_a_deployment_is_never_deleted(error: RefusedError) -> None:
+    child = CHILDREN["Deployment"]
+    kube, live = served(child)
+    kube.fail("apply", "Deployment", refused(), refused())
+    kube.fail("replace", "Deployment", error)
+    with pytest.raises(RefusedError) as raised:
+        write_child(context(kube), child, live)
+    assert raised.value is error
+    assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace"]
+
+
+def test_a_replace_from_a_stale_read_conflicts() -> None:
+    child = CHILDREN["Deployment"]
+    kube, live = served(child)
+    kube.put(kube.objects[("Deployment", "ns", child["metadata"]["name"])])
+    kube.fail("apply", "Deployment", refused(), refused())
+    with pytest.raises(RefusedError, match="409"):
+        write_child(context(kube), child, live)
+
+
+def test_a_refused_new_child_is_reported_not_replaced() -> None:
+    kube = FakeKube()
+    kube.fail("apply", "Deployment", refused(), refused())
+    with pytest.raises(RefusedError):
+        write_child(context(kube), CHILDREN["Deployment"], None)
+    assert [op for op, _, _ in kube.calls] == ["apply", "apply"]
+
+
+class KeepingKube(FakeKube):
+    """Server-side apply as it is: containers another manager added stay."""
+
+    def apply(self, obj: JSON) -> JSON:
+        written = super().apply(obj)
+        written["spec"]["template"]["spec"]["containers"].append({"name": "sidecar"})
+        return self.put(written)
+
+
+def test_an_apply_that_leaves_differences_is_followed_by_a_replace() -> None:
+    child = CHILDREN["Deployment"]
+    kube = KeepingKube()
+    written, how = write_child(context(kube), child, None)
+    assert ([op for op, _, _ in kube.calls], how) == (["apply", "replace"], "replaced")
+    assert written["spec"] == child["spec"]
+
+
+def test_foreign_fields_are_replaced_at_once_unless_they_change_nothing() -> None:
+    child = CHILDREN["Deployment"]
+    kube = FakeKube(child)
+    live = copy.deepcopy(kube.objects[("Deployment", "ns", child["metadata"]["name"])])
+    live["metadata"]["managedFields"] = [
+        {"manager": "kubectl-edit", "fieldsV1": {"f:spec": {"f:paused": {}}}}
+    ]
+    written, how = write_child(context(kube), child, live)
+    assert ([op for op, _, _ in kube.calls], how) == (["dry-run"], "unchanged")
+    assert written is live
+    live["spec"]["paused"] = True
+    kube.calls.clear()
+    written, how = write_child(context(kube), child, live)
+    assert ([op for op, _, _ in kube.calls], how) == (["dry-run", "replace"], "replaced")
+    assert "paused" not in written["spec"]
+
+
+def test_status_is_written_only_when_it_changes_with_the_events_of_the_change() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    obj = copy.deepcopy(kube.objects[("Shard", "ns", "root")])
+    status: JSON = {"phase": "Ready", "version": "0.34.0"}
+    write_status(ctx, obj, status)
+    assert kube.writes == [("status", "Shard", "root")]
+    assert [event.reason for _, event in effects.events] == ["RolledOut"]
+    written = ctx.store.lookup("Shard", "ns", "root")[1]
+    assert written is not None
+    assert written["status"] == status
+    write_status(ctx, written, dict(status))
+    assert len(kube.writes) == 1
+    assert len(effects.events) == 1
