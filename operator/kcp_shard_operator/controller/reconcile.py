@@ -20,12 +20,15 @@ from kcp_shard_operator.core.status import (
     rollout_complete,
     shard_status,
 )
-from kcp_shard_operator.kube.client import APIError, error_message
+from kcp_shard_operator.kube.client import PLURALS, APIError, error_message
 
-CHILD_KINDS = (
-    ("v1", "Service", "services"),
-    ("apps/v1", "Deployment", "deployments"),
-    ("policy/v1", "PodDisruptionBudget", "poddisruptionbudgets"),
+CHILD_KINDS = tuple(
+    (api_version, kind, PLURALS[kind])
+    for api_version, kind in (
+        ("v1", "Service"),
+        ("apps/v1", "Deployment"),
+        ("policy/v1", "PodDisruptionBudget"),
+    )
 )
 """(apiVersion, kind, plural) of the objects a Shard owns."""
 
