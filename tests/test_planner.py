@@ -1,3 +1,5 @@
+"""The planner (core/planner.py): what one reconcile pass should do, from observed state."""
+
 from __future__ import annotations
 
 import copy
