@@ -14,7 +14,7 @@ import bisect
 import posixpath
 import re
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
@@ -34,6 +34,17 @@ from kcp_shard_operator.core.versions import (
     gate_bounds,
     ignores_root_shard_flag,
 )
+from kcp_shard_operator.migrate.nodes import (
+    Segment,
+    Visit,
+    content_end,
+    get,
+    pair_index,
+    scalar,
+    subtree,
+    truthy,
+    walk,
+)
 
 FLAG = ROOT_SHARD_KUBECONFIG_FLAG
 ROOT_SHARD_REF_KEY = "rootShardKubeconfigSecretRef"
@@ -47,7 +58,6 @@ _PROPERTIES = re.compile(r"^(?:[&!]\S*\s*)+")
 MERGE_TAG = "tag:yaml.org,2002:merge"
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
-Segment = str | int
 DEPRECATED_GATES = tuple(gate for gate in FLAG_GATES if gate.deprecated)
 
 
@@ -96,13 +106,6 @@ class _Edit:
     start: int
     end: int
     insert: str = ""
-
-
-@dataclass
-class _Visit:
-    node: Node
-    path: tuple[Segment, ...]
-    ancestors: tuple[Node, ...]
 
 
 @dataclass
@@ -178,81 +181,6 @@ class _Source:
         return self.line_starts[n - 2] if n >= 2 else None
 
 
-def _scalar(node: Node | None) -> str | None:
-    return node.value if isinstance(node, ScalarNode) else None
-
-
-def _get(mapping: Node | None, key: str) -> Node | None:
-    if not isinstance(mapping, MappingNode):
-        return None
-    for k, v in mapping.value:
-        if isinstance(k, ScalarNode) and k.value == key:
-            found: Node = v
-            return found
-    return None
-
-
-def _pair_index(mapping: MappingNode, key: str) -> int | None:
-    for i, (k, _) in enumerate(mapping.value):
-        if isinstance(k, ScalarNode) and k.value == key:
-            return i
-    return None
-
-
-def _truthy(node: Node | None) -> bool:
-    value = _scalar(node)
-    return value is not None and value.lower() in ("true", "yes", "on")
-
-
-def _walk(root: Node) -> Iterator[_Visit]:
-    """Every node once (an alias is the anchored node, visited at the anchor)."""
-    seen: set[int] = set()
-    stack: list[_Visit] = [_Visit(root, (), ())]
-    while stack:
-        visit = stack.pop()
-        node = visit.node
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        yield visit
-        below = (*visit.ancestors, node)
-        children: list[_Visit] = []
-        if isinstance(node, SequenceNode):
-            children = [_Visit(item, (*visit.path, i), below) for i, item in enumerate(node.value)]
-        elif isinstance(node, MappingNode):
-            for k, v in node.value:
-                seg: Segment = k.value if isinstance(k, ScalarNode) else "?"
-                children.append(_Visit(k, visit.path, below))
-                children.append(_Visit(v, (*visit.path, seg), below))
-        stack.extend(reversed(children))
-
-
-def _subtree(node: Node) -> Iterator[Node]:
-    for visit in _walk(node):
-        yield visit.node
-
-
-def _content_end(node: Node) -> int:
-    """End offset of the last character that belongs to ``node``.
-
-    Block collections report their end at the next token (after trailing
-    comments), so their end is taken from their last scalar or flow collection.
-    """
-    if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
-        end: int = node.end_mark.index
-        return end
-    ends = [_content_end(child) for child in _children(node)]
-    return max(ends) if ends else int(node.start_mark.index)
-
-
-def _children(node: Node) -> list[Node]:
-    if isinstance(node, SequenceNode):
-        return list(node.value)
-    if isinstance(node, MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
-
-
 def _deprecated_in(value: str) -> str | None:
     """The first deprecated flag written inside ``value``, if any."""
     for gate in DEPRECATED_GATES:
@@ -280,8 +208,8 @@ class _Migration:
         """Every alias use in the text: start, end, anchor name (in text order)."""
         self.shard_specs: dict[int, Stated] = {}
         self.key_of: dict[int, Node] = {}
-        self.mounts: dict[int, list[_Visit]] = {}
-        self.volumes: dict[int, list[_Visit]] = {}
+        self.mounts: dict[int, list[Visit]] = {}
+        self.volumes: dict[int, list[Visit]] = {}
 
     def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
         return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
@@ -290,7 +218,7 @@ class _Migration:
 
     def collect(self) -> None:
         for root in self.docs:
-            visits = list(_walk(root))
+            visits = list(walk(root))
             for visit in visits:
                 node = visit.node
                 if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
@@ -308,14 +236,14 @@ class _Migration:
                     self._stray_flag(visit)
         self.ends.sort()
 
-    def _index(self, visit: _Visit) -> None:
+    def _index(self, visit: Visit) -> None:
         """Remember keys of values, and named mappings (mounts, volumes) under each ancestor."""
         node = visit.node
         for key, value in node.value:
             self.key_of.setdefault(id(value), key)
-        if not _scalar(_get(node, "name")):
+        if not scalar(get(node, "name")):
             return
-        if _get(node, "mountPath") is not None:
+        if get(node, "mountPath") is not None:
             index = self.mounts
         elif len(node.value) > 1:
             index = self.volumes
@@ -324,7 +252,7 @@ class _Migration:
         for ancestor in visit.ancestors:
             index.setdefault(id(ancestor), []).append(visit)
 
-    def _stray_flag(self, visit: _Visit) -> None:
+    def _stray_flag(self, visit: Visit) -> None:
         flag = _deprecated_in(visit.node.value)
         parent = visit.ancestors[-1] if visit.ancestors else None
         if flag is None or (
@@ -339,33 +267,33 @@ class _Migration:
             )
         )
 
-    def _find_shards(self, visit: _Visit) -> None:
+    def _find_shards(self, visit: Visit) -> None:
         node = visit.node
         if not isinstance(node, MappingNode):
             return
-        shards = _get(node, "shards")
+        shards = get(node, "shards")
         if isinstance(shards, SequenceNode):
             for i, item in enumerate(shards.value):
                 if isinstance(item, MappingNode):
                     self._shard_spec(item, (*visit.path, "shards", i))
         if (
-            _scalar(_get(node, "apiVersion")) == SHARD_API_VERSION
-            and _scalar(_get(node, "kind")) == SHARD_KIND
+            scalar(get(node, "apiVersion")) == SHARD_API_VERSION
+            and scalar(get(node, "kind")) == SHARD_KIND
         ):
-            spec = _get(node, "spec")
+            spec = get(node, "spec")
             if isinstance(spec, MappingNode):
                 self._shard_spec(spec, (*visit.path, "spec"))
 
     def _shard_spec(self, spec: MappingNode, path: tuple[Segment, ...]) -> None:
-        version_text = _scalar(_get(spec, "version")) or ""
+        version_text = scalar(get(spec, "version")) or ""
         version: Version | None = None
         try:
             version = Version.parse(version_text)
         except InvalidVersionError:
             version = None
         self.shard_specs[id(spec)] = version or _Unknown(version_text)
-        if _get(spec, "rootShardRef") is not None and not isinstance(
-            _get(_get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
+        if get(spec, "rootShardRef") is not None and not isinstance(
+            get(get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
         ):
             self.plan.errors.append(
                 self.find(
@@ -375,7 +303,7 @@ class _Migration:
                     "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
                 )
             )
-        index = _pair_index(spec, ROOT_SHARD_REF_KEY)
+        index = pair_index(spec, ROOT_SHARD_REF_KEY)
         if index is None:
             return
         key, ref = spec.value[index]
@@ -395,7 +323,7 @@ class _Migration:
                 f"removed {ROOT_SHARD_REF_KEY} (kcp {version} ignores {FLAG})",
             )
         )
-        secret = _scalar(_get(ref, "name"))
+        secret = scalar(get(ref, "name"))
         if secret:
             self.plan.unneeded.append(
                 self.find(
@@ -407,10 +335,10 @@ class _Migration:
 
     def _shard_chart_values(self, root: MappingNode) -> None:
         """Values of the deprecated kcp ``shard`` chart, whose template renders the flag."""
-        kcp = _get(root, "kcp")
+        kcp = get(root, "kcp")
         if not isinstance(kcp, MappingNode):
             return
-        ignored = _get(kcp, "sharding")
+        ignored = get(kcp, "sharding")
         if isinstance(ignored, MappingNode):
             self.plan.warnings.append(
                 self.find(
@@ -420,15 +348,15 @@ class _Migration:
                     "top-level sharding.*",
                 )
             )
-        sharding = _get(root, "sharding")
-        is_root = _get(sharding, "isRoot")
-        if not _truthy(_get(sharding, "enabled")) or is_root is None or _truthy(is_root):
+        sharding = get(root, "sharding")
+        is_root = get(sharding, "isRoot")
+        if not truthy(get(sharding, "enabled")) or is_root is None or truthy(is_root):
             return
         where = is_root
         path: tuple[Segment, ...] = ("sharding", "isRoot")
         if not (
-            _truthy(_get(_get(root, "cache"), "enabled"))
-            or _truthy(_get(_get(root, "externalCache"), "enabled"))
+            truthy(get(get(root, "cache"), "enabled"))
+            or truthy(get(get(root, "externalCache"), "enabled"))
         ):
             self.plan.errors.append(
                 self.find(
@@ -438,8 +366,8 @@ class _Migration:
                     "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
                 )
             )
-        fullname = _scalar(_get(root, "fullnameOverride")) or (
-            "<release>-" + (_scalar(_get(root, "nameOverride")) or "shard")
+        fullname = scalar(get(root, "fullnameOverride")) or (
+            "<release>-" + (scalar(get(root, "nameOverride")) or "shard")
         )
         self.plan.unneeded.append(
             self.find(
@@ -453,7 +381,7 @@ class _Migration:
 
     def _stated_tag(self, node: Node) -> Stated:
         key = self.key_of.get(id(node))
-        tag = _image_tag(node, kcp_values=_scalar(key) == "kcp")
+        tag = _image_tag(node, kcp_values=scalar(key) == "kcp")
         if not tag:
             return None
         try:
@@ -476,10 +404,10 @@ class _Migration:
             return stated
         return self.kcp_version
 
-    def _arg_list(self, visit: _Visit) -> None:
+    def _arg_list(self, visit: Visit) -> None:
         seq = visit.node
         assert isinstance(seq, SequenceNode)
-        values = [_scalar(item) for item in seq.value]
+        values = [scalar(item) for item in seq.value]
         found = [(gate, occ) for gate in DEPRECATED_GATES for occ in find_flag(values, gate.flag)]
         if not found:
             return
@@ -530,7 +458,7 @@ class _Migration:
         )
 
     def _remove_flag(
-        self, seq: SequenceNode, occ: FlagOccurrence, gate: FlagGate, visit: _Visit
+        self, seq: SequenceNode, occ: FlagOccurrence, gate: FlagGate, visit: Visit
     ) -> None:
         indices = set(range(occ.index, occ.index + occ.length))
         aliased = {i for i in indices if self.is_alias_use(seq, i)}
@@ -546,25 +474,25 @@ class _Migration:
         if occ.value:
             self._mounts_for(occ.value, visit)
 
-    def _mounts_for(self, path: str, visit: _Visit) -> None:
+    def _mounts_for(self, path: str, visit: Visit) -> None:
         """Report (or prune) the volumeMount and volume that held the removed kubeconfig."""
         target = posixpath.normpath(path)
         level, mounts = self._nearest(
-            visit, self.mounts, lambda n: _mount_covers(_scalar(_get(n, "mountPath")), target)
+            visit, self.mounts, lambda n: _mount_covers(scalar(get(n, "mountPath")), target)
         )
         for mount in mounts:
-            mount_path_node = _get(mount.node, "mountPath")
-            mount_path = _scalar(mount_path_node) or ""
+            mount_path_node = get(mount.node, "mountPath")
+            mount_path = scalar(mount_path_node) or ""
             still_used = any(
                 isinstance(n, ScalarNode)
                 and n is not mount_path_node
                 and id(n) not in self.plan.removed_nodes
                 and _refers_to(n.value, mount_path)
-                for n in _subtree(visit.ancestors[level])
+                for n in subtree(visit.ancestors[level])
             )
             if still_used:
                 continue
-            name = _scalar(_get(mount.node, "name")) or ""
+            name = scalar(get(mount.node, "name")) or ""
             self._report_unneeded(mount, f"volumeMount {name} at {mount_path}")
             vol_level, volumes = self._nearest(visit, self.volumes, _named(name))
             shared = any(
@@ -572,16 +500,16 @@ class _Migration:
                 for m in self.mounts.get(id(visit.ancestors[vol_level]), [])
             )
             for vol in [] if shared else volumes:
-                secret = _scalar(_get(_get(vol.node, "secret"), "secretName"))
+                secret = scalar(get(get(vol.node, "secret"), "secretName"))
                 what = f"volume {name}" + (f" (Secret {secret})" if secret else "")
                 self._report_unneeded(vol, what)
 
     def _nearest(
         self,
-        visit: _Visit,
-        index: dict[int, list[_Visit]],
+        visit: Visit,
+        index: dict[int, list[Visit]],
         match: Callable[[Node], bool],
-    ) -> tuple[int, list[_Visit]]:
+    ) -> tuple[int, list[Visit]]:
         """Entries of ``index`` matching ``match`` under the nearest ancestor that has any.
 
         Returns that ancestor's level (its index in ``visit.ancestors``) and the matches.
@@ -592,7 +520,7 @@ class _Migration:
                 return level, found
         return 0, []
 
-    def _report_unneeded(self, visit: _Visit, what: str) -> None:
+    def _report_unneeded(self, visit: Visit, what: str) -> None:
         parent = visit.ancestors[-1] if visit.ancestors else None
         if self.prune and isinstance(parent, SequenceNode):
             index = next(i for i, n in enumerate(parent.value) if n is visit.node)
@@ -664,7 +592,7 @@ class _Migration:
         for item in seq.value:
             start = item.start_mark.index
             if start >= pos:
-                end = _content_end(item)
+                end = content_end(item)
                 spans.append((start, end, False))
             else:
                 start, end = next(
@@ -679,14 +607,14 @@ class _Migration:
             pos = max(pos, end)
         return spans
 
-    def block_item_span(self, start: int, content_end: int) -> tuple[int, int]:
+    def block_item_span(self, start: int, end: int) -> tuple[int, int]:
         text = self.src.text
         j = start - 1
         while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
             j -= 1
         if j < 0 or text[j] != "-":
             raise RefuseError(f"line {self.src.line_no(start)}: cannot find the list item's '-'")
-        span = self.whole_lines(j, content_end)
+        span = self.whole_lines(j, end)
         if span is None:
             raise RefuseError(
                 f"line {self.src.line_no(j)}: the list item shares a line with other content "
@@ -785,14 +713,14 @@ class _Migration:
                 f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
             )
         if mapping.flow_style:
-            entries = [(k.start_mark.index, _content_end(v)) for k, v in mapping.value]
+            entries = [(k.start_mark.index, content_end(v)) for k, v in mapping.value]
             return self.flow_edits(mapping, entries, indices)
         edits = []
         text = self.src.text
         for i in sorted(indices):
             key, value = mapping.value[i]
             start = key.start_mark.index
-            span = self.whole_lines(start, _content_end(value))
+            span = self.whole_lines(start, content_end(value))
             if span is not None:
                 edits.append(_Edit(*span))
             elif i + 1 < len(mapping.value) and i + 1 not in indices:
@@ -830,7 +758,7 @@ class _Migration:
                 if not alias:
                     anchored += [
                         (n.start_mark.index, n.anchor)
-                        for n in _subtree(seq.value[i])
+                        for n in subtree(seq.value[i])
                         if getattr(n, "anchor", None) and start <= n.start_mark.index <= end
                     ]
         for at, anchor in anchored:
@@ -858,18 +786,18 @@ def _image_tag(node: Node, kcp_values: bool = False) -> str | None:
     ``kcp_values``: ``node`` is the ``kcp:`` block of chart values, whose ``tag`` alone
     states the version (the image defaults to kcp's).
     """
-    image = _get(node, "image")
+    image = get(node, "image")
     if image is None and kcp_values:
-        return _scalar(_get(node, "tag"))
+        return scalar(get(node, "tag"))
     if isinstance(image, MappingNode):
-        return _scalar(_get(image, "tag"))
-    reference = _scalar(image)
+        return scalar(get(image, "tag"))
+    reference = scalar(image)
     if reference is None or "kcp" not in reference:
         return None
     name, _, tag = reference.rpartition(":")
     if name and "/" not in tag and "@" not in reference:
         return tag
-    return _scalar(_get(node, "tag"))
+    return scalar(get(node, "tag"))
 
 
 def check_positions(text: str, docs: list[Node]) -> None:
@@ -881,7 +809,7 @@ def check_positions(text: str, docs: list[Node]) -> None:
     indicator. Anything else means the offsets cannot be trusted for editing.
     """
     for root in docs:
-        for node in _subtree(root):
+        for node in subtree(root):
             if not isinstance(node, ScalarNode):
                 continue
             start, end = node.start_mark.index, node.end_mark.index
@@ -902,7 +830,7 @@ def check_positions(text: str, docs: list[Node]) -> None:
 
 def _named(name: str) -> Callable[[Node], bool]:
     def match(node: Node) -> bool:
-        return _scalar(_get(node, "name")) == name
+        return scalar(get(node, "name")) == name
 
     return match
 
@@ -991,7 +919,7 @@ def parse(text: str) -> list[Node]:
         warnings.simplefilter("ignore")  # e.g. a reused anchor name: legal YAML
         docs = [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
     for root in docs:
-        for node in _subtree(root):
+        for node in subtree(root):
             if isinstance(node, MappingNode):
                 _check_unique_keys(node)
     return docs
