@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
@@ -45,16 +44,23 @@ from kcp_shard_operator.migrate.nodes import (
     truthy,
     walk,
 )
+from kcp_shard_operator.migrate.spans import (
+    BREAK_CHARS,
+    LINE_BREAK,
+    Edit,
+    RefuseError,
+    Source,
+    alias_uses,
+    apply_edits,
+    check_positions,
+    item_spans,
+)
 
 FLAG = ROOT_SHARD_KUBECONFIG_FLAG
 ROOT_SHARD_REF_KEY = "rootShardKubeconfigSecretRef"
 SHARD_CHART_KUBECONFIG_MOUNT = "/etc/kcp/shard"
 """Where kcp-dev/helm-charts' deprecated ``shard`` chart mounts the root-shard kubeconfig."""
 
-_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-_BREAK_CHARS = "\r\n\x85\u2028\u2029"
-_PROPERTIES = re.compile(r"^(?:[&!]\S*\s*)+")
-"""Anchors and tags in front of a node's content."""
 MERGE_TAG = "tag:yaml.org,2002:merge"
 _PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 
@@ -95,17 +101,6 @@ class MigrationResult:
     @property
     def changed(self) -> bool:
         return self.text != self.original
-
-
-class RefuseError(Exception):
-    """The file has a layout this tool will not edit."""
-
-
-@dataclass(frozen=True)
-class _Edit:
-    start: int
-    end: int
-    insert: str = ""
 
 
 @dataclass
@@ -152,35 +147,6 @@ def format_path(path: tuple[Segment, ...]) -> str:
     return out or "(document)"
 
 
-class _Source:
-    """The original text with line arithmetic that matches the YAML reader's."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
-
-    def line_no(self, offset: int) -> int:
-        return bisect.bisect_right(self.line_starts, offset)
-
-    def line_start(self, offset: int) -> int:
-        return self.line_starts[self.line_no(offset) - 1]
-
-    def next_line_start(self, offset: int) -> int:
-        """Offset just after the line break ending the line that holds ``offset``."""
-        n = self.line_no(offset)
-        return self.line_starts[n] if n < len(self.line_starts) else len(self.text)
-
-    def line_content_end(self, offset: int) -> int:
-        end = self.next_line_start(offset)
-        while end > offset and self.text[end - 1] in _BREAK_CHARS:
-            end -= 1
-        return end
-
-    def previous_line_start(self, line_start: int) -> int | None:
-        n = self.line_no(line_start)
-        return self.line_starts[n - 2] if n >= 2 else None
-
-
 def _deprecated_in(value: str) -> str | None:
     """The first deprecated flag written inside ``value``, if any."""
     for gate in DEPRECATED_GATES:
@@ -197,7 +163,7 @@ class _Migration:
         prune_mounts: bool,
         kcp_version: Version | None,
     ) -> None:
-        self.src = _Source(text)
+        self.src = Source(text)
         self.release = deprecating_release
         self.prune = prune_mounts
         self.kcp_version = kcp_version
@@ -569,7 +535,7 @@ class _Migration:
         line_start = self.src.line_start(first)
         if text[line_start:first].strip(" \t"):
             return None
-        if last_end > 0 and text[last_end - 1] in _BREAK_CHARS:
+        if last_end > 0 and text[last_end - 1] in BREAK_CHARS:
             end = last_end
         else:
             rest = text[last_end : self.src.line_content_end(last_end)].strip(" \t")
@@ -579,38 +545,12 @@ class _Migration:
         return self.comments_above(line_start, first - line_start), end
 
     def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
-        return self.item_spans(seq)[index][2]
-
-    def item_spans(self, seq: SequenceNode) -> list[tuple[int, int, bool]]:
-        """Where each item of ``seq`` is written, and whether it is an alias use (``*name``).
-
-        An alias use shares its node with the anchored one, whose marks point at the
-        anchor; its own text is the next alias in the text after the previous item.
-        """
-        spans: list[tuple[int, int, bool]] = []
-        pos = seq.start_mark.index
-        for item in seq.value:
-            start = item.start_mark.index
-            if start >= pos:
-                end = content_end(item)
-                spans.append((start, end, False))
-            else:
-                start, end = next(
-                    ((a, b) for a, b, _ in self.aliases if a >= pos),
-                    (start, start),
-                )
-                if start == end:
-                    raise RefuseError(
-                        f"line {self.src.line_no(pos)}: cannot find where an alias is written"
-                    )
-                spans.append((start, end, True))
-            pos = max(pos, end)
-        return spans
+        return item_spans(self.src, self.aliases, seq)[index][2]
 
     def block_item_span(self, start: int, end: int) -> tuple[int, int]:
         text = self.src.text
         j = start - 1
-        while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
+        while j >= 0 and text[j] in " \t" + BREAK_CHARS:
             j -= 1
         if j < 0 or text[j] != "-":
             raise RefuseError(f"line {self.src.line_no(start)}: cannot find the list item's '-'")
@@ -622,13 +562,13 @@ class _Migration:
             )
         return span
 
-    def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[_Edit]:
-        entries = [(start, end) for start, end, _ in self.item_spans(seq)]
+    def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[Edit]:
+        entries = [(start, end) for start, end, _ in item_spans(self.src, self.aliases, seq)]
         if seq.flow_style:
             return self.flow_edits(seq, entries, indices)
-        edits = [_Edit(*self.block_item_span(*entries[i])) for i in sorted(indices)]
+        edits = [Edit(*self.block_item_span(*entries[i])) for i in sorted(indices)]
         if len(indices) == len(seq.value):
-            edits.append(_Edit(*self.empty_marker(seq, "[]")))
+            edits.append(Edit(*self.empty_marker(seq, "[]")))
         return edits
 
     def empty_marker(self, node: Node, marker: str) -> tuple[int, int, str]:
@@ -655,7 +595,7 @@ class _Migration:
             while j < len(text) and text[j] in " \t":
                 j += 1
             if j < len(text) and text[j] in "&!":
-                while j < len(text) and text[j] not in " \t" + _BREAK_CHARS:
+                while j < len(text) and text[j] not in " \t" + BREAK_CHARS:
                     j += 1
                 pos = j
                 continue
@@ -663,7 +603,7 @@ class _Migration:
 
     def flow_edits(
         self, node: Node, entries: list[tuple[int, int]], indices: set[int]
-    ) -> list[_Edit]:
+    ) -> list[Edit]:
         text = self.src.text
         close = node.end_mark.index - 1
         if text[close] not in "]}":
@@ -676,7 +616,7 @@ class _Migration:
                 runs[-1].append(i)
             else:
                 runs.append([i])
-        edits: list[_Edit] = []
+        edits: list[Edit] = []
         for run in runs:
             first, last = run[0], run[-1]
             start, end = entries[first][0], entries[last][1]
@@ -687,27 +627,27 @@ class _Migration:
                 after += 1
             lines = self.whole_lines(start, after)
             if lines is not None:
-                edits.append(_Edit(*lines))
+                edits.append(Edit(*lines))
             elif last + 1 < len(entries):
                 nxt = entries[last + 1][0]
-                if first == 0 or _LINE_BREAK.search(text, end, nxt) is None:
-                    edits.append(_Edit(start, nxt))
+                if first == 0 or LINE_BREAK.search(text, end, nxt) is None:
+                    edits.append(Edit(start, nxt))
                 else:
                     ws = start
                     while text[ws - 1] in " \t":
                         ws -= 1
-                    edits.append(_Edit(ws, after))
+                    edits.append(Edit(ws, after))
             elif first > 0:
                 prev = entries[first - 1][1]
-                if _LINE_BREAK.search(text, prev, start) is None:
-                    edits.append(_Edit(prev, end))
+                if LINE_BREAK.search(text, prev, start) is None:
+                    edits.append(Edit(prev, end))
                 else:
-                    edits.append(_Edit(start, end))
+                    edits.append(Edit(start, end))
             else:
-                edits.append(_Edit(start, close))
+                edits.append(Edit(start, close))
         return edits
 
-    def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[_Edit]:
+    def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[Edit]:
         if len(indices) == len(mapping.value):
             raise RefuseError(
                 f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
@@ -722,7 +662,7 @@ class _Migration:
             start = key.start_mark.index
             span = self.whole_lines(start, content_end(value))
             if span is not None:
-                edits.append(_Edit(*span))
+                edits.append(Edit(*span))
             elif i + 1 < len(mapping.value) and i + 1 not in indices:
                 next_key = mapping.value[i + 1][0]
                 between = text[start : next_key.start_mark.index]
@@ -730,28 +670,28 @@ class _Migration:
                     raise RefuseError(
                         f"line {self.src.line_no(start)}: comments between keys on a list item line"
                     )
-                edits.append(_Edit(start, next_key.start_mark.index))
+                edits.append(Edit(start, next_key.start_mark.index))
             else:
                 raise RefuseError(
                     f"line {self.src.line_no(start)}: the key shares its line with other content"
                 )
         return edits
 
-    def rename_edit(self, node: ScalarNode, written: str, replacement: str) -> _Edit:
+    def rename_edit(self, node: ScalarNode, written: str, replacement: str) -> Edit:
         start = node.start_mark.index
         at = self.src.text.find(written, start, node.end_mark.index)
         if at < 0:
             raise RefuseError(
                 f"line {self.src.line_no(start)}: cannot find {written} where the parser put it"
             )
-        return _Edit(at, at + len(written), replacement)
+        return Edit(at, at + len(written), replacement)
 
     def check_anchors(self) -> None:
         """Refuse to remove an anchor that an alias left in place still uses."""
         removed: list[tuple[int, int]] = []
         anchored: list[tuple[int, str]] = []
         for seq, indices in self.plan.seq_removals.values():
-            spans = self.item_spans(seq)
+            spans = item_spans(self.src, self.aliases, seq)
             for i in indices:
                 start, end, alias = spans[i]
                 removed.append((start, end))
@@ -770,9 +710,9 @@ class _Migration:
                         f"uses; write the value there instead of *{anchor}, then run again"
                     )
 
-    def edits(self) -> list[_Edit]:
+    def edits(self) -> list[Edit]:
         self.check_anchors()
-        out: list[_Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
+        out: list[Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
         for seq, indices in self.plan.seq_removals.values():
             out.extend(self.seq_edits(seq, indices))
         for mapping, indices in self.plan.pair_removals.values():
@@ -800,34 +740,6 @@ def _image_tag(node: Node, kcp_values: bool = False) -> str | None:
     return scalar(get(node, "tag"))
 
 
-def check_positions(text: str, docs: list[Node]) -> None:
-    """The parser's offsets must point at the text each scalar was read from.
-
-    This is the edit-by-offset counterpart of "the library reproduces the file":
-    every plain one-line scalar must read exactly its value at its offsets, and
-    every quoted or block scalar must start (and a quoted one end) with its
-    indicator. Anything else means the offsets cannot be trusted for editing.
-    """
-    for root in docs:
-        for node in subtree(root):
-            if not isinstance(node, ScalarNode):
-                continue
-            start, end = node.start_mark.index, node.end_mark.index
-            raw = _PROPERTIES.sub("", text[start:end])
-            style = node.style
-            if style is None:
-                good = raw == node.value or _LINE_BREAK.search(raw) is not None
-            elif style in "'\"":
-                good = len(raw) >= 2 and raw[0] == raw[-1] == style
-            else:
-                good = raw[:1] == style
-            if not good:
-                raise RefuseError(
-                    f"line {_Source(text).line_no(start)}: the YAML parser places "
-                    f"{node.value!r} at {raw!r}; its offsets cannot be trusted for this file"
-                )
-
-
 def _named(name: str) -> Callable[[Node], bool]:
     def match(node: Node) -> bool:
         return scalar(get(node, "name")) == name
@@ -845,28 +757,6 @@ def _mount_covers(mount_path: str | None, target: str) -> bool:
 def _refers_to(value: str, mount_path: str) -> bool:
     mount = posixpath.normpath(mount_path).rstrip("/")
     return bool(mount) and re.search(re.escape(mount) + r"(/|$|[\s\"',])", value) is not None
-
-
-def _apply(text: str, edits: list[_Edit]) -> str:
-    """Apply deletions/insertions; overlapping deletions are merged."""
-    ordered = sorted(edits, key=lambda e: (e.start, e.end))
-    merged: list[_Edit] = []
-    for edit in ordered:
-        if merged and edit.start < merged[-1].end and not edit.insert and not merged[-1].insert:
-            last = merged.pop()
-            merged.append(_Edit(last.start, max(last.end, edit.end)))
-        elif merged and edit.start < merged[-1].end:
-            raise RefuseError("overlapping edits")
-        else:
-            merged.append(edit)
-    out: list[str] = []
-    pos = 0
-    for edit in merged:
-        out.append(text[pos : edit.start])
-        out.append(edit.insert)
-        pos = edit.end
-    out.append(text[pos:])
-    return "".join(out)
 
 
 @dataclass
@@ -952,7 +842,7 @@ def migrate_text(
     migration = _Migration(text, deprecating_release, prune_mounts, kcp_version)
     try:
         migration.docs = parse(text)
-        migration.aliases = _alias_uses(text)
+        migration.aliases = alias_uses(text)
     except YAMLError as err:
         mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
         line = mark.line + 1 if mark is not None else 0
@@ -973,7 +863,7 @@ def migrate_text(
         return MigrationResult(text, text, (), *kept)
     try:
         check_positions(text, migration.docs)
-        new_text = _apply(text, migration.edits())
+        new_text = apply_edits(text, migration.edits())
         renames = {
             key: replacement + node.value[len(written) :]
             for key, (node, written, replacement) in plan.renames.items()
@@ -983,17 +873,6 @@ def migrate_text(
         refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
         return MigrationResult(text, text, (), *kept, (refusal,))
     return MigrationResult(text, new_text, changes, *kept)
-
-
-def _alias_uses(text: str) -> list[tuple[int, int, str]]:
-    """Start, end and anchor of every alias use (``*name``), in text order."""
-    if "*" not in text:
-        return []
-    return [
-        (event.start_mark.index, event.end_mark.index, event.anchor)
-        for event in YAML(typ="safe", pure=True).parse(text)
-        if isinstance(event, AliasEvent)
-    ]
 
 
 def _verify(old_docs: list[Node], new_text: str, expected: _Expected) -> None:
