@@ -10,7 +10,6 @@ file that fails either check is refused, unchanged.
 
 from __future__ import annotations
 
-import bisect
 import posixpath
 import re
 import warnings
@@ -33,10 +32,10 @@ from kcp_shard_operator.core.versions import (
     gate_bounds,
     ignores_root_shard_flag,
 )
+from kcp_shard_operator.migrate.edit import Plan, plan_edits
 from kcp_shard_operator.migrate.nodes import (
     Segment,
     Visit,
-    content_end,
     get,
     pair_index,
     scalar,
@@ -45,9 +44,6 @@ from kcp_shard_operator.migrate.nodes import (
     walk,
 )
 from kcp_shard_operator.migrate.spans import (
-    BREAK_CHARS,
-    LINE_BREAK,
-    Edit,
     RefuseError,
     Source,
     alias_uses,
@@ -103,37 +99,6 @@ class MigrationResult:
         return self.text != self.original
 
 
-@dataclass
-class _Plan:
-    """What to remove, collected while walking the documents."""
-
-    seq_removals: dict[int, tuple[SequenceNode, set[int]]] = field(default_factory=dict)
-    pair_removals: dict[int, tuple[MappingNode, set[int]]] = field(default_factory=dict)
-    skipped: set[tuple[int, int]] = field(default_factory=set)
-    """Removed entries as (id of the list or mapping, index)."""
-    removed_nodes: set[int] = field(default_factory=set)
-    """Nodes removed where they are written (not through an alias)."""
-    renames: dict[int, tuple[ScalarNode, str, str]] = field(default_factory=dict)
-    """Scalars whose flag name is rewritten: node, old name as written, new name."""
-    changes: list[Finding] = field(default_factory=list)
-    unneeded: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    errors: list[Finding] = field(default_factory=list)
-
-    def remove_items(self, seq: SequenceNode, indices: set[int], aliased: set[int]) -> None:
-        """Remove items of ``seq``; those at ``aliased`` are alias uses, not the nodes."""
-        entry = self.seq_removals.setdefault(id(seq), (seq, set()))
-        entry[1].update(indices)
-        self.skipped.update((id(seq), i) for i in indices)
-        self.removed_nodes.update(id(seq.value[i]) for i in indices - aliased)
-
-    def remove_pair(self, mapping: MappingNode, index: int) -> None:
-        entry = self.pair_removals.setdefault(id(mapping), (mapping, set()))
-        entry[1].add(index)
-        self.skipped.add((id(mapping), index))
-        self.removed_nodes.add(id(mapping.value[index][0]))
-
-
 def format_path(path: tuple[Segment, ...]) -> str:
     """``spec.containers[0].args[2]``; keys that are not identifiers are quoted."""
     out = ""
@@ -167,9 +132,14 @@ class _Migration:
         self.release = deprecating_release
         self.prune = prune_mounts
         self.kcp_version = kcp_version
-        self.plan = _Plan()
+        self.plan = Plan()
+        self.changes: list[Finding] = []
+        self.unneeded: list[Finding] = []
+        self.warnings: list[Finding] = []
+        self.errors: list[Finding] = []
         self.docs: list[Node] = []
         self.ends: list[int] = []
+        """End offsets of every scalar and flow collection."""
         self.aliases: list[tuple[int, int, str]] = []
         """Every alias use in the text: start, end, anchor name (in text order)."""
         self.shard_specs: dict[int, Stated] = {}
@@ -180,7 +150,8 @@ class _Migration:
     def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
         return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
 
-    # -- collecting -------------------------------------------------------
+    def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
+        return item_spans(self.src, self.aliases, seq)[index][2]
 
     def collect(self) -> None:
         for root in self.docs:
@@ -200,7 +171,6 @@ class _Migration:
                     self._arg_list(visit)
                 elif isinstance(visit.node, ScalarNode) and visit.path:
                     self._stray_flag(visit)
-        self.ends.sort()
 
     def _index(self, visit: Visit) -> None:
         """Remember keys of values, and named mappings (mounts, volumes) under each ancestor."""
@@ -225,7 +195,7 @@ class _Migration:
             isinstance(parent, SequenceNode) and find_flag([visit.node.value], flag)
         ):
             return
-        self.plan.warnings.append(
+        self.warnings.append(
             self.find(
                 visit.node,
                 visit.path,
@@ -261,7 +231,7 @@ class _Migration:
         if get(spec, "rootShardRef") is not None and not isinstance(
             get(get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
         ):
-            self.plan.errors.append(
+            self.errors.append(
                 self.find(
                     spec,
                     path,
@@ -275,14 +245,14 @@ class _Migration:
         key, ref = spec.value[index]
         ref_path = (*path, ROOT_SHARD_REF_KEY)
         if version is None:
-            self.plan.warnings.append(
+            self.warnings.append(
                 self.find(key, ref_path, "kept: the shard has no valid version to decide on")
             )
             return
         if not ignores_root_shard_flag(version, self.release):
             return
         self.plan.remove_pair(spec, index)
-        self.plan.changes.append(
+        self.changes.append(
             self.find(
                 key,
                 ref_path,
@@ -291,7 +261,7 @@ class _Migration:
         )
         secret = scalar(get(ref, "name"))
         if secret:
-            self.plan.unneeded.append(
+            self.unneeded.append(
                 self.find(
                     key,
                     ref_path,
@@ -306,7 +276,7 @@ class _Migration:
             return
         ignored = get(kcp, "sharding")
         if isinstance(ignored, MappingNode):
-            self.plan.warnings.append(
+            self.warnings.append(
                 self.find(
                     ignored,
                     ("kcp", "sharding"),
@@ -324,7 +294,7 @@ class _Migration:
             truthy(get(get(root, "cache"), "enabled"))
             or truthy(get(get(root, "externalCache"), "enabled"))
         ):
-            self.plan.errors.append(
+            self.errors.append(
                 self.find(
                     where,
                     path,
@@ -335,7 +305,7 @@ class _Migration:
         fullname = scalar(get(root, "fullnameOverride")) or (
             "<release>-" + (scalar(get(root, "nameOverride")) or "shard")
         )
-        self.plan.unneeded.append(
+        self.unneeded.append(
             self.find(
                 where,
                 path,
@@ -383,7 +353,7 @@ class _Migration:
             path = (*visit.path, occ.index)
             _, until = gate_bounds(gate, self.release)
             if isinstance(version, _Unknown):
-                self.plan.warnings.append(
+                self.warnings.append(
                     self.find(
                         item,
                         path,
@@ -392,7 +362,7 @@ class _Migration:
                     )
                 )
             elif version is not None and until is not None and not at_least(version, until):
-                self.plan.warnings.append(
+                self.warnings.append(
                     self.find(
                         item,
                         path,
@@ -402,7 +372,7 @@ class _Migration:
                 )
             elif gate.still_read:
                 if not find_flag(values, gate.replacement or gate.flag):
-                    self.plan.warnings.append(
+                    self.warnings.append(
                         self.find(
                             item,
                             path,
@@ -419,7 +389,7 @@ class _Migration:
         assert gate.replacement
         written = item.value.partition("=")[0]
         self.plan.renames[id(item)] = (item, written, gate.replacement)
-        self.plan.changes.append(
+        self.changes.append(
             self.find(item, path, f"renamed {written} to {gate.replacement} ({gate.why})")
         )
 
@@ -434,7 +404,7 @@ class _Migration:
             shown += " (no value followed it)"
         if gate.replacement:
             shown += f" (kcp ignores it; {gate.replacement} replaces it)"
-        self.plan.changes.append(
+        self.changes.append(
             self.find(seq.value[occ.index], (*visit.path, occ.index), f"removed {shown}")
         )
         if occ.value:
@@ -493,231 +463,17 @@ class _Migration:
             if id(visit.node) in self.plan.removed_nodes:
                 return
             self.plan.remove_items(parent, {index}, set())
-            self.plan.changes.append(
+            self.changes.append(
                 self.find(visit.node, visit.path, f"removed {what}: it only served {FLAG}")
             )
         else:
-            self.plan.unneeded.append(
+            self.unneeded.append(
                 self.find(
                     visit.node,
                     visit.path,
                     f"{what}: it only served {FLAG} (remove with --prune-mounts)",
                 )
             )
-
-    # -- editing ----------------------------------------------------------
-
-    def floor(self, offset: int) -> int:
-        """End of the last node that ends at or before ``offset`` (0 if none)."""
-        i = bisect.bisect_right(self.ends, offset)
-        return self.ends[i - 1] if i else 0
-
-    def comments_above(self, line_start: int, column: int) -> int:
-        """Start of the comment lines directly above ``line_start`` at ``column``."""
-        text = self.src.text
-        start = line_start
-        while True:
-            prev = self.src.previous_line_start(start)
-            if prev is None or prev < self.floor(start):
-                return start
-            line = text[prev:start]
-            stripped = line.lstrip(" \t")
-            if not stripped.startswith("#") or len(line) - len(stripped) != column:
-                return start
-            start = prev
-
-    def whole_lines(self, first: int, last_end: int) -> tuple[int, int] | None:
-        """Span of full lines from ``first`` to after ``last_end``'s line, with comments above.
-
-        None when something other than blanks and a comment shares those lines.
-        """
-        text = self.src.text
-        line_start = self.src.line_start(first)
-        if text[line_start:first].strip(" \t"):
-            return None
-        if last_end > 0 and text[last_end - 1] in BREAK_CHARS:
-            end = last_end
-        else:
-            rest = text[last_end : self.src.line_content_end(last_end)].strip(" \t")
-            if rest and not rest.startswith("#"):
-                return None
-            end = self.src.next_line_start(last_end)
-        return self.comments_above(line_start, first - line_start), end
-
-    def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
-        return item_spans(self.src, self.aliases, seq)[index][2]
-
-    def block_item_span(self, start: int, end: int) -> tuple[int, int]:
-        text = self.src.text
-        j = start - 1
-        while j >= 0 and text[j] in " \t" + BREAK_CHARS:
-            j -= 1
-        if j < 0 or text[j] != "-":
-            raise RefuseError(f"line {self.src.line_no(start)}: cannot find the list item's '-'")
-        span = self.whole_lines(j, end)
-        if span is None:
-            raise RefuseError(
-                f"line {self.src.line_no(j)}: the list item shares a line with other content "
-                "(or ends in an alias)"
-            )
-        return span
-
-    def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[Edit]:
-        entries = [(start, end) for start, end, _ in item_spans(self.src, self.aliases, seq)]
-        if seq.flow_style:
-            return self.flow_edits(seq, entries, indices)
-        edits = [Edit(*self.block_item_span(*entries[i])) for i in sorted(indices)]
-        if len(indices) == len(seq.value):
-            edits.append(Edit(*self.empty_marker(seq, "[]")))
-        return edits
-
-    def empty_marker(self, node: Node, marker: str) -> tuple[int, int, str]:
-        """Where to write ``[]``/``{}`` for a block collection that lost all its entries."""
-        key = self.key_of.get(id(node))
-        if key is None:
-            raise RefuseError(
-                f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
-                "that is not the value of a key"
-            )
-        return self.after_key(key, marker)
-
-    def after_key(self, key: Node, marker: str) -> tuple[int, int, str]:
-        text = self.src.text
-        i = key.end_mark.index
-        while i < len(text) and text[i] in " \t":
-            i += 1
-        if i >= len(text) or text[i] != ":":
-            raise RefuseError(f"line {self.src.line_no(i)}: cannot find the ':' after the key")
-        i += 1
-        pos = i
-        while True:
-            j = pos
-            while j < len(text) and text[j] in " \t":
-                j += 1
-            if j < len(text) and text[j] in "&!":
-                while j < len(text) and text[j] not in " \t" + BREAK_CHARS:
-                    j += 1
-                pos = j
-                continue
-            return pos, pos, " " + marker
-
-    def flow_edits(
-        self, node: Node, entries: list[tuple[int, int]], indices: set[int]
-    ) -> list[Edit]:
-        text = self.src.text
-        close = node.end_mark.index - 1
-        if text[close] not in "]}":
-            raise RefuseError(
-                f"line {self.src.line_no(close)}: the flow collection does not end where parsed"
-            )
-        runs: list[list[int]] = []
-        for i in sorted(indices):
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        edits: list[Edit] = []
-        for run in runs:
-            first, last = run[0], run[-1]
-            start, end = entries[first][0], entries[last][1]
-            after = end
-            while after < len(text) and text[after] in " \t":
-                after += 1
-            if after < len(text) and text[after] == ",":
-                after += 1
-            lines = self.whole_lines(start, after)
-            if lines is not None:
-                edits.append(Edit(*lines))
-            elif last + 1 < len(entries):
-                nxt = entries[last + 1][0]
-                if first == 0 or LINE_BREAK.search(text, end, nxt) is None:
-                    edits.append(Edit(start, nxt))
-                else:
-                    ws = start
-                    while text[ws - 1] in " \t":
-                        ws -= 1
-                    edits.append(Edit(ws, after))
-            elif first > 0:
-                prev = entries[first - 1][1]
-                if LINE_BREAK.search(text, prev, start) is None:
-                    edits.append(Edit(prev, end))
-                else:
-                    edits.append(Edit(start, end))
-            else:
-                edits.append(Edit(start, close))
-        return edits
-
-    def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[Edit]:
-        if len(indices) == len(mapping.value):
-            raise RefuseError(
-                f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
-            )
-        if mapping.flow_style:
-            entries = [(k.start_mark.index, content_end(v)) for k, v in mapping.value]
-            return self.flow_edits(mapping, entries, indices)
-        edits = []
-        text = self.src.text
-        for i in sorted(indices):
-            key, value = mapping.value[i]
-            start = key.start_mark.index
-            span = self.whole_lines(start, content_end(value))
-            if span is not None:
-                edits.append(Edit(*span))
-            elif i + 1 < len(mapping.value) and i + 1 not in indices:
-                next_key = mapping.value[i + 1][0]
-                between = text[start : next_key.start_mark.index]
-                if "#" in between:
-                    raise RefuseError(
-                        f"line {self.src.line_no(start)}: comments between keys on a list item line"
-                    )
-                edits.append(Edit(start, next_key.start_mark.index))
-            else:
-                raise RefuseError(
-                    f"line {self.src.line_no(start)}: the key shares its line with other content"
-                )
-        return edits
-
-    def rename_edit(self, node: ScalarNode, written: str, replacement: str) -> Edit:
-        start = node.start_mark.index
-        at = self.src.text.find(written, start, node.end_mark.index)
-        if at < 0:
-            raise RefuseError(
-                f"line {self.src.line_no(start)}: cannot find {written} where the parser put it"
-            )
-        return Edit(at, at + len(written), replacement)
-
-    def check_anchors(self) -> None:
-        """Refuse to remove an anchor that an alias left in place still uses."""
-        removed: list[tuple[int, int]] = []
-        anchored: list[tuple[int, str]] = []
-        for seq, indices in self.plan.seq_removals.values():
-            spans = item_spans(self.src, self.aliases, seq)
-            for i in indices:
-                start, end, alias = spans[i]
-                removed.append((start, end))
-                if not alias:
-                    anchored += [
-                        (n.start_mark.index, n.anchor)
-                        for n in subtree(seq.value[i])
-                        if getattr(n, "anchor", None) and start <= n.start_mark.index <= end
-                    ]
-        for at, anchor in anchored:
-            for use, _, name in self.aliases:
-                if name == anchor and not any(a <= use <= b for a, b in removed):
-                    raise RefuseError(
-                        f"line {self.src.line_no(at)}: the item to remove carries the anchor "
-                        f"&{anchor}, which *{anchor} on line {self.src.line_no(use)} still "
-                        f"uses; write the value there instead of *{anchor}, then run again"
-                    )
-
-    def edits(self) -> list[Edit]:
-        self.check_anchors()
-        out: list[Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
-        for seq, indices in self.plan.seq_removals.values():
-            out.extend(self.seq_edits(seq, indices))
-        for mapping, indices in self.plan.pair_removals.values():
-            out.extend(self.pair_edits(mapping, indices))
-        return out
 
 
 def _image_tag(node: Node, kcp_values: bool = False) -> str | None:
@@ -851,19 +607,20 @@ def migrate_text(
             text, text, errors=(Finding(line, "(document)", f"invalid YAML: {message}"),)
         )
     migration.collect()
-    plan = migration.plan
     kept = (
-        tuple(sorted(plan.unneeded, key=lambda f: f.line)),
-        tuple(sorted(plan.warnings, key=lambda f: f.line)),
+        tuple(sorted(migration.unneeded, key=lambda f: f.line)),
+        tuple(sorted(migration.warnings, key=lambda f: f.line)),
     )
-    if plan.errors:
-        return MigrationResult(text, text, (), *kept, tuple(plan.errors))
-    changes = tuple(sorted(plan.changes, key=lambda f: f.line))
+    if migration.errors:
+        return MigrationResult(text, text, (), *kept, tuple(migration.errors))
+    changes = tuple(sorted(migration.changes, key=lambda f: f.line))
     if not changes:
         return MigrationResult(text, text, (), *kept)
+    plan = migration.plan
     try:
         check_positions(text, migration.docs)
-        new_text = apply_edits(text, migration.edits())
+        edits = plan_edits(plan, migration.src, migration.aliases, migration.key_of, migration.ends)
+        new_text = apply_edits(text, edits)
         renames = {
             key: replacement + node.value[len(written) :]
             for key, (node, written, replacement) in plan.renames.items()
