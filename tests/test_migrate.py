@@ -7,13 +7,9 @@ from dataclasses import dataclass
 import pytest
 
 from kcp_shard_operator.core.versions import Version
-from kcp_shard_operator.migrate.values import (
-    RefuseError,
-    check_positions,
-    format_path,
-    migrate_text,
-    parse,
-)
+from kcp_shard_operator.migrate.locate import format_path
+from kcp_shard_operator.migrate.spans import RefuseError, check_positions
+from kcp_shard_operator.migrate.values import migrate_text, parse
 
 RELEASE = Version(0, 33, 0)
 FLAG = "--root-shard-kubeconfig-file"

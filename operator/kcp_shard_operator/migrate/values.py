@@ -6,69 +6,36 @@ indentation, line endings, document markers) are copied, never re-serialised.
 Each located span is checked to hold the text it is supposed to hold, and the
 result is re-parsed and compared with the original minus the removed nodes; a
 file that fails either check is refused, unchanged.
+
+This module runs the steps: the rules in :mod:`.shards` and :mod:`.arglists`
+locate what to remove (on a :mod:`.locate` ``Locator``), :mod:`.edit` turns that
+into edits, :mod:`.spans` checks the offsets and applies the edits.
 """
 
 from __future__ import annotations
 
-import bisect
-import posixpath
-import re
 import warnings
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.flags import FlagOccurrence, find_flag
-from kcp_shard_operator.core.versions import (
-    FLAG_GATES,
-    ROOT_SHARD_KUBECONFIG_FLAG,
-    FlagGate,
-    InvalidVersionError,
-    Version,
-    at_least,
-    gate_bounds,
-    ignores_root_shard_flag,
+from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.migrate.arglists import arg_list, stray_flag
+from kcp_shard_operator.migrate.edit import plan_edits
+from kcp_shard_operator.migrate.locate import Finding, Locator
+from kcp_shard_operator.migrate.nodes import subtree, walk
+from kcp_shard_operator.migrate.shards import find_shards, shard_chart_values
+from kcp_shard_operator.migrate.spans import (
+    RefuseError,
+    Source,
+    alias_uses,
+    apply_edits,
+    check_positions,
 )
 
-FLAG = ROOT_SHARD_KUBECONFIG_FLAG
-ROOT_SHARD_REF_KEY = "rootShardKubeconfigSecretRef"
-SHARD_CHART_KUBECONFIG_MOUNT = "/etc/kcp/shard"
-"""Where kcp-dev/helm-charts' deprecated ``shard`` chart mounts the root-shard kubeconfig."""
-
-_LINE_BREAK = re.compile("\r\n|[\r\n\x85\u2028\u2029]")
-_BREAK_CHARS = "\r\n\x85\u2028\u2029"
-_PROPERTIES = re.compile(r"^(?:[&!]\S*\s*)+")
-"""Anchors and tags in front of a node's content."""
 MERGE_TAG = "tag:yaml.org,2002:merge"
-_PATH_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
-
-Segment = str | int
-DEPRECATED_GATES = tuple(gate for gate in FLAG_GATES if gate.deprecated)
-
-
-@dataclass(frozen=True)
-class _Unknown:
-    """A kcp version stated in a form that cannot be compared (``tag: main``)."""
-
-    text: str
-
-
-Stated = Version | _Unknown | None
-"""What a file says about a kcp version: one, an unreadable one, or nothing."""
-
-
-@dataclass(frozen=True)
-class Finding:
-    """Something to tell the user about one place in a file (line is 1-based)."""
-
-    line: int
-    path: str
-    message: str
 
 
 @dataclass(frozen=True)
@@ -87,858 +54,96 @@ class MigrationResult:
         return self.text != self.original
 
 
-class RefuseError(Exception):
-    """The file has a layout this tool will not edit."""
+def parse(text: str) -> list[Node]:
+    """Compose every document; duplicate keys are an error, as for kubectl and helm."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # e.g. a reused anchor name: legal YAML
+        docs = [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
+    for root in docs:
+        for node in subtree(root):
+            if isinstance(node, MappingNode):
+                _check_unique_keys(node)
+    return docs
 
 
-@dataclass(frozen=True)
-class _Edit:
-    start: int
-    end: int
-    insert: str = ""
-
-
-@dataclass
-class _Visit:
-    node: Node
-    path: tuple[Segment, ...]
-    ancestors: tuple[Node, ...]
-
-
-@dataclass
-class _Plan:
-    """What to remove, collected while walking the documents."""
-
-    seq_removals: dict[int, tuple[SequenceNode, set[int]]] = field(default_factory=dict)
-    pair_removals: dict[int, tuple[MappingNode, set[int]]] = field(default_factory=dict)
-    skipped: set[tuple[int, int]] = field(default_factory=set)
-    """Removed entries as (id of the list or mapping, index)."""
-    removed_nodes: set[int] = field(default_factory=set)
-    """Nodes removed where they are written (not through an alias)."""
-    renames: dict[int, tuple[ScalarNode, str, str]] = field(default_factory=dict)
-    """Scalars whose flag name is rewritten: node, old name as written, new name."""
-    changes: list[Finding] = field(default_factory=list)
-    unneeded: list[Finding] = field(default_factory=list)
-    warnings: list[Finding] = field(default_factory=list)
-    errors: list[Finding] = field(default_factory=list)
-
-    def remove_items(self, seq: SequenceNode, indices: set[int], aliased: set[int]) -> None:
-        """Remove items of ``seq``; those at ``aliased`` are alias uses, not the nodes."""
-        entry = self.seq_removals.setdefault(id(seq), (seq, set()))
-        entry[1].update(indices)
-        self.skipped.update((id(seq), i) for i in indices)
-        self.removed_nodes.update(id(seq.value[i]) for i in indices - aliased)
-
-    def remove_pair(self, mapping: MappingNode, index: int) -> None:
-        entry = self.pair_removals.setdefault(id(mapping), (mapping, set()))
-        entry[1].add(index)
-        self.skipped.add((id(mapping), index))
-        self.removed_nodes.add(id(mapping.value[index][0]))
-
-
-def format_path(path: tuple[Segment, ...]) -> str:
-    """``spec.containers[0].args[2]``; keys that are not identifiers are quoted."""
-    out = ""
-    for seg in path:
-        if isinstance(seg, int):
-            out += f"[{seg}]"
-        elif _PATH_KEY.match(seg):
-            out += f".{seg}" if out else seg
-        else:
-            out += f"[{seg!r}]"
-    return out or "(document)"
-
-
-class _Source:
-    """The original text with line arithmetic that matches the YAML reader's."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.line_starts = [0] + [m.end() for m in _LINE_BREAK.finditer(text)]
-
-    def line_no(self, offset: int) -> int:
-        return bisect.bisect_right(self.line_starts, offset)
-
-    def line_start(self, offset: int) -> int:
-        return self.line_starts[self.line_no(offset) - 1]
-
-    def next_line_start(self, offset: int) -> int:
-        """Offset just after the line break ending the line that holds ``offset``."""
-        n = self.line_no(offset)
-        return self.line_starts[n] if n < len(self.line_starts) else len(self.text)
-
-    def line_content_end(self, offset: int) -> int:
-        end = self.next_line_start(offset)
-        while end > offset and self.text[end - 1] in _BREAK_CHARS:
-            end -= 1
-        return end
-
-    def previous_line_start(self, line_start: int) -> int | None:
-        n = self.line_no(line_start)
-        return self.line_starts[n - 2] if n >= 2 else None
-
-
-def _scalar(node: Node | None) -> str | None:
-    return node.value if isinstance(node, ScalarNode) else None
-
-
-def _get(mapping: Node | None, key: str) -> Node | None:
-    if not isinstance(mapping, MappingNode):
-        return None
-    for k, v in mapping.value:
-        if isinstance(k, ScalarNode) and k.value == key:
-            found: Node = v
-            return found
-    return None
-
-
-def _pair_index(mapping: MappingNode, key: str) -> int | None:
-    for i, (k, _) in enumerate(mapping.value):
-        if isinstance(k, ScalarNode) and k.value == key:
-            return i
-    return None
-
-
-def _truthy(node: Node | None) -> bool:
-    value = _scalar(node)
-    return value is not None and value.lower() in ("true", "yes", "on")
-
-
-def _walk(root: Node) -> Iterator[_Visit]:
-    """Every node once (an alias is the anchored node, visited at the anchor)."""
-    seen: set[int] = set()
-    stack: list[_Visit] = [_Visit(root, (), ())]
-    while stack:
-        visit = stack.pop()
-        node = visit.node
-        if id(node) in seen:
+def _check_unique_keys(mapping: MappingNode) -> None:
+    seen: set[tuple[str | None, str]] = set()
+    for key, _ in mapping.value:
+        if not isinstance(key, ScalarNode) or key.tag == MERGE_TAG:
             continue
-        seen.add(id(node))
-        yield visit
-        below = (*visit.ancestors, node)
-        children: list[_Visit] = []
-        if isinstance(node, SequenceNode):
-            children = [_Visit(item, (*visit.path, i), below) for i, item in enumerate(node.value)]
-        elif isinstance(node, MappingNode):
-            for k, v in node.value:
-                seg: Segment = k.value if isinstance(k, ScalarNode) else "?"
-                children.append(_Visit(k, visit.path, below))
-                children.append(_Visit(v, (*visit.path, seg), below))
-        stack.extend(reversed(children))
+        if (key.tag, key.value) in seen:
+            raise MarkedYAMLError(
+                problem=f"found duplicate key {key.value!r}", problem_mark=key.start_mark
+            )
+        seen.add((key.tag, key.value))
 
 
-def _subtree(node: Node) -> Iterator[Node]:
-    for visit in _walk(node):
-        yield visit.node
+def migrate_text(
+    text: str,
+    *,
+    deprecating_release: Version,
+    prune_mounts: bool = False,
+    kcp_version: Version | None = None,
+) -> MigrationResult:
+    """Remove or rename deprecated flags (and what only fed them) in one YAML stream.
 
-
-def _content_end(node: Node) -> int:
-    """End offset of the last character that belongs to ``node``.
-
-    Block collections report their end at the next token (after trailing
-    comments), so their end is taken from their last scalar or flow collection.
+    ``kcp_version`` is the version to assume where the file states none it can be
+    compared with. A file with errors is not rewritten and reports no changes.
     """
-    if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
-        end: int = node.end_mark.index
-        return end
-    ends = [_content_end(child) for child in _children(node)]
-    return max(ends) if ends else int(node.start_mark.index)
-
-
-def _children(node: Node) -> list[Node]:
-    if isinstance(node, SequenceNode):
-        return list(node.value)
-    if isinstance(node, MappingNode):
-        return [n for pair in node.value for n in pair]
-    return []
-
-
-def _deprecated_in(value: str) -> str | None:
-    """The first deprecated flag written inside ``value``, if any."""
-    for gate in DEPRECATED_GATES:
-        if gate.flag in value:
-            return gate.flag
-    return None
-
-
-class _Migration:
-    def __init__(
-        self,
-        text: str,
-        deprecating_release: Version,
-        prune_mounts: bool,
-        kcp_version: Version | None,
-    ) -> None:
-        self.src = _Source(text)
-        self.release = deprecating_release
-        self.prune = prune_mounts
-        self.kcp_version = kcp_version
-        self.plan = _Plan()
-        self.docs: list[Node] = []
-        self.ends: list[int] = []
-        self.aliases: list[tuple[int, int, str]] = []
-        """Every alias use in the text: start, end, anchor name (in text order)."""
-        self.shard_specs: dict[int, Stated] = {}
-        self.key_of: dict[int, Node] = {}
-        self.mounts: dict[int, list[_Visit]] = {}
-        self.volumes: dict[int, list[_Visit]] = {}
-
-    def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
-        return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
-
-    # -- collecting -------------------------------------------------------
-
-    def collect(self) -> None:
-        for root in self.docs:
-            visits = list(_walk(root))
-            for visit in visits:
-                node = visit.node
-                if isinstance(node, ScalarNode) or getattr(node, "flow_style", False):
-                    self.ends.append(node.end_mark.index)
-                if isinstance(node, MappingNode):
-                    self._index(visit)
-            for visit in visits:
-                self._find_shards(visit)
-            if isinstance(root, MappingNode):
-                self._shard_chart_values(root)
-            for visit in visits:
-                if isinstance(visit.node, SequenceNode):
-                    self._arg_list(visit)
-                elif isinstance(visit.node, ScalarNode) and visit.path:
-                    self._stray_flag(visit)
-        self.ends.sort()
-
-    def _index(self, visit: _Visit) -> None:
-        """Remember keys of values, and named mappings (mounts, volumes) under each ancestor."""
-        node = visit.node
-        for key, value in node.value:
-            self.key_of.setdefault(id(value), key)
-        if not _scalar(_get(node, "name")):
-            return
-        if _get(node, "mountPath") is not None:
-            index = self.mounts
-        elif len(node.value) > 1:
-            index = self.volumes
-        else:
-            return
-        for ancestor in visit.ancestors:
-            index.setdefault(id(ancestor), []).append(visit)
-
-    def _stray_flag(self, visit: _Visit) -> None:
-        flag = _deprecated_in(visit.node.value)
-        parent = visit.ancestors[-1] if visit.ancestors else None
-        if flag is None or (
-            isinstance(parent, SequenceNode) and find_flag([visit.node.value], flag)
-        ):
-            return
-        self.plan.warnings.append(
-            self.find(
-                visit.node,
-                visit.path,
-                f"{flag} appears inside a string, not as a list item; left as is, edit it by hand",
-            )
+    try:
+        docs = parse(text)
+        aliases = alias_uses(text)
+    except YAMLError as err:
+        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+        line = mark.line + 1 if mark is not None else 0
+        message = " ".join(str(getattr(err, "problem", None) or err).split())
+        return MigrationResult(
+            text, text, errors=(Finding(line, "(document)", f"invalid YAML: {message}"),)
         )
-
-    def _find_shards(self, visit: _Visit) -> None:
-        node = visit.node
-        if not isinstance(node, MappingNode):
-            return
-        shards = _get(node, "shards")
-        if isinstance(shards, SequenceNode):
-            for i, item in enumerate(shards.value):
-                if isinstance(item, MappingNode):
-                    self._shard_spec(item, (*visit.path, "shards", i))
-        if (
-            _scalar(_get(node, "apiVersion")) == SHARD_API_VERSION
-            and _scalar(_get(node, "kind")) == SHARD_KIND
-        ):
-            spec = _get(node, "spec")
-            if isinstance(spec, MappingNode):
-                self._shard_spec(spec, (*visit.path, "spec"))
-
-    def _shard_spec(self, spec: MappingNode, path: tuple[Segment, ...]) -> None:
-        version_text = _scalar(_get(spec, "version")) or ""
-        version: Version | None = None
-        try:
-            version = Version.parse(version_text)
-        except InvalidVersionError:
-            version = None
-        self.shard_specs[id(spec)] = version or _Unknown(version_text)
-        if _get(spec, "rootShardRef") is not None and not isinstance(
-            _get(_get(spec, "cache"), "kubeconfigSecretRef"), MappingNode
-        ):
-            self.plan.errors.append(
-                self.find(
-                    spec,
-                    path,
-                    "non-root shard (rootShardRef set) has no cache.kubeconfigSecretRef: "
-                    "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
-                )
-            )
-        index = _pair_index(spec, ROOT_SHARD_REF_KEY)
-        if index is None:
-            return
-        key, ref = spec.value[index]
-        ref_path = (*path, ROOT_SHARD_REF_KEY)
-        if version is None:
-            self.plan.warnings.append(
-                self.find(key, ref_path, "kept: the shard has no valid version to decide on")
-            )
-            return
-        if not ignores_root_shard_flag(version, self.release):
-            return
-        self.plan.remove_pair(spec, index)
-        self.plan.changes.append(
-            self.find(
-                key,
-                ref_path,
-                f"removed {ROOT_SHARD_REF_KEY} (kcp {version} ignores {FLAG})",
-            )
-        )
-        secret = _scalar(_get(ref, "name"))
-        if secret:
-            self.plan.unneeded.append(
-                self.find(
-                    key,
-                    ref_path,
-                    f"Secret {secret}: it only fed {FLAG}; delete it once no older shard uses it",
-                )
-            )
-
-    def _shard_chart_values(self, root: MappingNode) -> None:
-        """Values of the deprecated kcp ``shard`` chart, whose template renders the flag."""
-        kcp = _get(root, "kcp")
-        if not isinstance(kcp, MappingNode):
-            return
-        ignored = _get(kcp, "sharding")
-        if isinstance(ignored, MappingNode):
-            self.plan.warnings.append(
-                self.find(
-                    ignored,
-                    ("kcp", "sharding"),
-                    "read by nothing in the deprecated shard chart, which reads the "
-                    "top-level sharding.*",
-                )
-            )
-        sharding = _get(root, "sharding")
-        is_root = _get(sharding, "isRoot")
-        if not _truthy(_get(sharding, "enabled")) or is_root is None or _truthy(is_root):
-            return
-        where = is_root
-        path: tuple[Segment, ...] = ("sharding", "isRoot")
-        if not (
-            _truthy(_get(_get(root, "cache"), "enabled"))
-            or _truthy(_get(_get(root, "externalCache"), "enabled"))
-        ):
-            self.plan.errors.append(
-                self.find(
-                    where,
-                    path,
-                    "non-root shard with neither cache.enabled nor externalCache.enabled: "
-                    "kcp refuses to start it (--cache-kubeconfig is required for non-root shards)",
-                )
-            )
-        fullname = _scalar(_get(root, "fullnameOverride")) or (
-            "<release>-" + (_scalar(_get(root, "nameOverride")) or "shard")
-        )
-        self.plan.unneeded.append(
-            self.find(
-                where,
-                path,
-                f"Secret {fullname}-shard-admin-kubeconfig (volume kcp-shard-kubeconfig at "
-                f"{SHARD_CHART_KUBECONFIG_MOUNT}) from kcp {self.release} on; this deprecated "
-                f"chart's template renders {FLAG} itself (convert with --from-shard-chart)",
-            )
-        )
-
-    def _stated_tag(self, node: Node) -> Stated:
-        key = self.key_of.get(id(node))
-        tag = _image_tag(node, kcp_values=_scalar(key) == "kcp")
-        if not tag:
-            return None
-        try:
-            return Version.parse(tag.removeprefix("v"))
-        except InvalidVersionError:
-            return _Unknown(tag)
-
-    def _context_version(self, ancestors: tuple[Node, ...]) -> Stated:
-        """The kcp version of the nearest enclosing shard or kcp container.
-
-        What the file states wins; ``--kcp-version`` stands in where it states
-        nothing or something that is not a version.
-        """
-        stated: Stated = None
-        for node in reversed(ancestors):
-            stated = self.shard_specs.get(id(node)) or self._stated_tag(node)
-            if stated is not None:
-                break
-        if isinstance(stated, Version) or self.kcp_version is None:
-            return stated
-        return self.kcp_version
-
-    def _arg_list(self, visit: _Visit) -> None:
-        seq = visit.node
-        assert isinstance(seq, SequenceNode)
-        values = [_scalar(item) for item in seq.value]
-        found = [(gate, occ) for gate in DEPRECATED_GATES for occ in find_flag(values, gate.flag)]
-        if not found:
-            return
-        version = self._context_version((*visit.ancestors, seq))
-        for gate, occ in found:
-            item = seq.value[occ.index]
-            path = (*visit.path, occ.index)
-            _, until = gate_bounds(gate, self.release)
-            if isinstance(version, _Unknown):
-                self.plan.warnings.append(
-                    self.find(
-                        item,
-                        path,
-                        f"kept {gate.flag}: cannot tell the kcp version from {version.text!r}; "
-                        f"pass --kcp-version X.Y.Z (kcp ignores the flag from {until} on)",
-                    )
-                )
-            elif version is not None and until is not None and not at_least(version, until):
-                self.plan.warnings.append(
-                    self.find(
-                        item,
-                        path,
-                        f"kept: kcp {version} still uses {gate.flag} "
-                        f"(it is ignored from {until} on)",
-                    )
-                )
-            elif gate.still_read:
-                if not find_flag(values, gate.replacement or gate.flag):
-                    self.plan.warnings.append(
-                        self.find(
-                            item,
-                            path,
-                            f"kept {gate.flag}: deprecated from {until} on; {gate.why}",
-                        )
-                    )
-            elif gate.same_value and gate.replacement and not find_flag(values, gate.replacement):
-                self._rename(item, gate, path)
-            else:
-                self._remove_flag(seq, occ, gate, visit)
-
-    def _rename(self, item: Node, gate: FlagGate, path: tuple[Segment, ...]) -> None:
-        assert isinstance(item, ScalarNode)
-        assert gate.replacement
-        written = item.value.partition("=")[0]
-        self.plan.renames[id(item)] = (item, written, gate.replacement)
-        self.plan.changes.append(
-            self.find(item, path, f"renamed {written} to {gate.replacement} ({gate.why})")
-        )
-
-    def _remove_flag(
-        self, seq: SequenceNode, occ: FlagOccurrence, gate: FlagGate, visit: _Visit
-    ) -> None:
-        indices = set(range(occ.index, occ.index + occ.length))
-        aliased = {i for i in indices if self.is_alias_use(seq, i)}
-        self.plan.remove_items(seq, indices, aliased)
-        shown = occ.text
-        if occ.length == 1 and occ.value is None:
-            shown += " (no value followed it)"
-        if gate.replacement:
-            shown += f" (kcp ignores it; {gate.replacement} replaces it)"
-        self.plan.changes.append(
-            self.find(seq.value[occ.index], (*visit.path, occ.index), f"removed {shown}")
-        )
-        if occ.value:
-            self._mounts_for(occ.value, visit)
-
-    def _mounts_for(self, path: str, visit: _Visit) -> None:
-        """Report (or prune) the volumeMount and volume that held the removed kubeconfig."""
-        target = posixpath.normpath(path)
-        level, mounts = self._nearest(
-            visit, self.mounts, lambda n: _mount_covers(_scalar(_get(n, "mountPath")), target)
-        )
-        for mount in mounts:
-            mount_path_node = _get(mount.node, "mountPath")
-            mount_path = _scalar(mount_path_node) or ""
-            still_used = any(
-                isinstance(n, ScalarNode)
-                and n is not mount_path_node
-                and id(n) not in self.plan.removed_nodes
-                and _refers_to(n.value, mount_path)
-                for n in _subtree(visit.ancestors[level])
-            )
-            if still_used:
-                continue
-            name = _scalar(_get(mount.node, "name")) or ""
-            self._report_unneeded(mount, f"volumeMount {name} at {mount_path}")
-            vol_level, volumes = self._nearest(visit, self.volumes, _named(name))
-            shared = any(
-                m.node is not mount.node and _named(name)(m.node)
-                for m in self.mounts.get(id(visit.ancestors[vol_level]), [])
-            )
-            for vol in [] if shared else volumes:
-                secret = _scalar(_get(_get(vol.node, "secret"), "secretName"))
-                what = f"volume {name}" + (f" (Secret {secret})" if secret else "")
-                self._report_unneeded(vol, what)
-
-    def _nearest(
-        self,
-        visit: _Visit,
-        index: dict[int, list[_Visit]],
-        match: Callable[[Node], bool],
-    ) -> tuple[int, list[_Visit]]:
-        """Entries of ``index`` matching ``match`` under the nearest ancestor that has any.
-
-        Returns that ancestor's level (its index in ``visit.ancestors``) and the matches.
-        """
-        for level in range(len(visit.ancestors) - 1, -1, -1):
-            found = [v for v in index.get(id(visit.ancestors[level]), []) if match(v.node)]
-            if found:
-                return level, found
-        return 0, []
-
-    def _report_unneeded(self, visit: _Visit, what: str) -> None:
-        parent = visit.ancestors[-1] if visit.ancestors else None
-        if self.prune and isinstance(parent, SequenceNode):
-            index = next(i for i, n in enumerate(parent.value) if n is visit.node)
-            if id(visit.node) in self.plan.removed_nodes:
-                return
-            self.plan.remove_items(parent, {index}, set())
-            self.plan.changes.append(
-                self.find(visit.node, visit.path, f"removed {what}: it only served {FLAG}")
-            )
-        else:
-            self.plan.unneeded.append(
-                self.find(
-                    visit.node,
-                    visit.path,
-                    f"{what}: it only served {FLAG} (remove with --prune-mounts)",
-                )
-            )
-
-    # -- editing ----------------------------------------------------------
-
-    def floor(self, offset: int) -> int:
-        """End of the last node that ends at or before ``offset`` (0 if none)."""
-        i = bisect.bisect_right(self.ends, offset)
-        return self.ends[i - 1] if i else 0
-
-    def comments_above(self, line_start: int, column: int) -> int:
-        """Start of the comment lines directly above ``line_start`` at ``column``."""
-        text = self.src.text
-        start = line_start
-        while True:
-            prev = self.src.previous_line_start(start)
-            if prev is None or prev < self.floor(start):
-                return start
-            line = text[prev:start]
-            stripped = line.lstrip(" \t")
-            if not stripped.startswith("#") or len(line) - len(stripped) != column:
-                return start
-            start = prev
-
-    def whole_lines(self, first: int, last_end: int) -> tuple[int, int] | None:
-        """Span of full lines from ``first`` to after ``last_end``'s line, with comments above.
-
-        None when something other than blanks and a comment shares those lines.
-        """
-        text = self.src.text
-        line_start = self.src.line_start(first)
-        if text[line_start:first].strip(" \t"):
-            return None
-        if last_end > 0 and text[last_end - 1] in _BREAK_CHARS:
-            end = last_end
-        else:
-            rest = text[last_end : self.src.line_content_end(last_end)].strip(" \t")
-            if rest and not rest.startswith("#"):
-                return None
-            end = self.src.next_line_start(last_end)
-        return self.comments_above(line_start, first - line_start), end
-
-    def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
-        return self.item_spans(seq)[index][2]
-
-    def item_spans(self, seq: SequenceNode) -> list[tuple[int, int, bool]]:
-        """Where each item of ``seq`` is written, and whether it is an alias use (``*name``).
-
-        An alias use shares its node with the anchored one, whose marks point at the
-        anchor; its own text is the next alias in the text after the previous item.
-        """
-        spans: list[tuple[int, int, bool]] = []
-        pos = seq.start_mark.index
-        for item in seq.value:
-            start = item.start_mark.index
-            if start >= pos:
-                end = _content_end(item)
-                spans.append((start, end, False))
-            else:
-                start, end = next(
-                    ((a, b) for a, b, _ in self.aliases if a >= pos),
-                    (start, start),
-                )
-                if start == end:
-                    raise RefuseError(
-                        f"line {self.src.line_no(pos)}: cannot find where an alias is written"
-                    )
-                spans.append((start, end, True))
-            pos = max(pos, end)
-        return spans
-
-    def block_item_span(self, start: int, content_end: int) -> tuple[int, int]:
-        text = self.src.text
-        j = start - 1
-        while j >= 0 and text[j] in " \t" + _BREAK_CHARS:
-            j -= 1
-        if j < 0 or text[j] != "-":
-            raise RefuseError(f"line {self.src.line_no(start)}: cannot find the list item's '-'")
-        span = self.whole_lines(j, content_end)
-        if span is None:
-            raise RefuseError(
-                f"line {self.src.line_no(j)}: the list item shares a line with other content "
-                "(or ends in an alias)"
-            )
-        return span
-
-    def seq_edits(self, seq: SequenceNode, indices: set[int]) -> list[_Edit]:
-        entries = [(start, end) for start, end, _ in self.item_spans(seq)]
-        if seq.flow_style:
-            return self.flow_edits(seq, entries, indices)
-        edits = [_Edit(*self.block_item_span(*entries[i])) for i in sorted(indices)]
-        if len(indices) == len(seq.value):
-            edits.append(_Edit(*self.empty_marker(seq, "[]")))
-        return edits
-
-    def empty_marker(self, node: Node, marker: str) -> tuple[int, int, str]:
-        """Where to write ``[]``/``{}`` for a block collection that lost all its entries."""
-        key = self.key_of.get(id(node))
-        if key is None:
-            raise RefuseError(
-                f"line {self.src.line_no(node.start_mark.index)}: would leave an empty list "
-                "that is not the value of a key"
-            )
-        return self.after_key(key, marker)
-
-    def after_key(self, key: Node, marker: str) -> tuple[int, int, str]:
-        text = self.src.text
-        i = key.end_mark.index
-        while i < len(text) and text[i] in " \t":
-            i += 1
-        if i >= len(text) or text[i] != ":":
-            raise RefuseError(f"line {self.src.line_no(i)}: cannot find the ':' after the key")
-        i += 1
-        pos = i
-        while True:
-            j = pos
-            while j < len(text) and text[j] in " \t":
-                j += 1
-            if j < len(text) and text[j] in "&!":
-                while j < len(text) and text[j] not in " \t" + _BREAK_CHARS:
-                    j += 1
-                pos = j
-                continue
-            return pos, pos, " " + marker
-
-    def flow_edits(
-        self, node: Node, entries: list[tuple[int, int]], indices: set[int]
-    ) -> list[_Edit]:
-        text = self.src.text
-        close = node.end_mark.index - 1
-        if text[close] not in "]}":
-            raise RefuseError(
-                f"line {self.src.line_no(close)}: the flow collection does not end where parsed"
-            )
-        runs: list[list[int]] = []
-        for i in sorted(indices):
-            if runs and runs[-1][-1] == i - 1:
-                runs[-1].append(i)
-            else:
-                runs.append([i])
-        edits: list[_Edit] = []
-        for run in runs:
-            first, last = run[0], run[-1]
-            start, end = entries[first][0], entries[last][1]
-            after = end
-            while after < len(text) and text[after] in " \t":
-                after += 1
-            if after < len(text) and text[after] == ",":
-                after += 1
-            lines = self.whole_lines(start, after)
-            if lines is not None:
-                edits.append(_Edit(*lines))
-            elif last + 1 < len(entries):
-                nxt = entries[last + 1][0]
-                if first == 0 or _LINE_BREAK.search(text, end, nxt) is None:
-                    edits.append(_Edit(start, nxt))
-                else:
-                    ws = start
-                    while text[ws - 1] in " \t":
-                        ws -= 1
-                    edits.append(_Edit(ws, after))
-            elif first > 0:
-                prev = entries[first - 1][1]
-                if _LINE_BREAK.search(text, prev, start) is None:
-                    edits.append(_Edit(prev, end))
-                else:
-                    edits.append(_Edit(start, end))
-            else:
-                edits.append(_Edit(start, close))
-        return edits
-
-    def pair_edits(self, mapping: MappingNode, indices: set[int]) -> list[_Edit]:
-        if len(indices) == len(mapping.value):
-            raise RefuseError(
-                f"line {self.src.line_no(mapping.start_mark.index)}: would leave an empty mapping"
-            )
-        if mapping.flow_style:
-            entries = [(k.start_mark.index, _content_end(v)) for k, v in mapping.value]
-            return self.flow_edits(mapping, entries, indices)
-        edits = []
-        text = self.src.text
-        for i in sorted(indices):
-            key, value = mapping.value[i]
-            start = key.start_mark.index
-            span = self.whole_lines(start, _content_end(value))
-            if span is not None:
-                edits.append(_Edit(*span))
-            elif i + 1 < len(mapping.value) and i + 1 not in indices:
-                next_key = mapping.value[i + 1][0]
-                between = text[start : next_key.start_mark.index]
-                if "#" in between:
-                    raise RefuseError(
-                        f"line {self.src.line_no(start)}: comments between keys on a list item line"
-                    )
-                edits.append(_Edit(start, next_key.start_mark.index))
-            else:
-                raise RefuseError(
-                    f"line {self.src.line_no(start)}: the key shares its line with other content"
-                )
-        return edits
-
-    def rename_edit(self, node: ScalarNode, written: str, replacement: str) -> _Edit:
-        start = node.start_mark.index
-        at = self.src.text.find(written, start, node.end_mark.index)
-        if at < 0:
-            raise RefuseError(
-                f"line {self.src.line_no(start)}: cannot find {written} where the parser put it"
-            )
-        return _Edit(at, at + len(written), replacement)
-
-    def check_anchors(self) -> None:
-        """Refuse to remove an anchor that an alias left in place still uses."""
-        removed: list[tuple[int, int]] = []
-        anchored: list[tuple[int, str]] = []
-        for seq, indices in self.plan.seq_removals.values():
-            spans = self.item_spans(seq)
-            for i in indices:
-                start, end, alias = spans[i]
-                removed.append((start, end))
-                if not alias:
-                    anchored += [
-                        (n.start_mark.index, n.anchor)
-                        for n in _subtree(seq.value[i])
-                        if getattr(n, "anchor", None) and start <= n.start_mark.index <= end
-                    ]
-        for at, anchor in anchored:
-            for use, _, name in self.aliases:
-                if name == anchor and not any(a <= use <= b for a, b in removed):
-                    raise RefuseError(
-                        f"line {self.src.line_no(at)}: the item to remove carries the anchor "
-                        f"&{anchor}, which *{anchor} on line {self.src.line_no(use)} still "
-                        f"uses; write the value there instead of *{anchor}, then run again"
-                    )
-
-    def edits(self) -> list[_Edit]:
-        self.check_anchors()
-        out: list[_Edit] = [self.rename_edit(*entry) for entry in self.plan.renames.values()]
-        for seq, indices in self.plan.seq_removals.values():
-            out.extend(self.seq_edits(seq, indices))
-        for mapping, indices in self.plan.pair_removals.values():
-            out.extend(self.pair_edits(mapping, indices))
-        return out
+    loc = Locator(Source(text), aliases, deprecating_release, prune_mounts, kcp_version)
+    _locate(loc, docs)
+    kept = (
+        tuple(sorted(loc.unneeded, key=lambda f: f.line)),
+        tuple(sorted(loc.warnings, key=lambda f: f.line)),
+    )
+    if loc.errors:
+        return MigrationResult(text, text, (), *kept, tuple(loc.errors))
+    changes = tuple(sorted(loc.changes, key=lambda f: f.line))
+    if not changes:
+        return MigrationResult(text, text, (), *kept)
+    plan = loc.plan
+    try:
+        check_positions(text, docs)
+        new_text = apply_edits(text, plan_edits(plan, loc.src, aliases, loc.key_of, loc.ends))
+        renames = {
+            key: replacement + node.value[len(written) :]
+            for key, (node, written, replacement) in plan.renames.items()
+        }
+        _verify(docs, new_text, _Expected(plan.skipped, renames))
+    except RefuseError as err:
+        refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
+        return MigrationResult(text, text, (), *kept, (refusal,))
+    return MigrationResult(text, new_text, changes, *kept)
 
 
-def _image_tag(node: Node, kcp_values: bool = False) -> str | None:
-    """The kcp image tag stated on ``node``: ``image: .../kcp:TAG``, ``image: {tag}``, ``tag``.
+def _locate(loc: Locator, docs: list[Node]) -> None:
+    """Index each document, then run the rules on it.
 
-    ``kcp_values``: ``node`` is the ``kcp:`` block of chart values, whose ``tag`` alone
-    states the version (the image defaults to kcp's).
-    """
-    image = _get(node, "image")
-    if image is None and kcp_values:
-        return _scalar(_get(node, "tag"))
-    if isinstance(image, MappingNode):
-        return _scalar(_get(image, "tag"))
-    reference = _scalar(image)
-    if reference is None or "kcp" not in reference:
-        return None
-    name, _, tag = reference.rpartition(":")
-    if name and "/" not in tag and "@" not in reference:
-        return tag
-    return _scalar(_get(node, "tag"))
-
-
-def check_positions(text: str, docs: list[Node]) -> None:
-    """The parser's offsets must point at the text each scalar was read from.
-
-    This is the edit-by-offset counterpart of "the library reproduces the file":
-    every plain one-line scalar must read exactly its value at its offsets, and
-    every quoted or block scalar must start (and a quoted one end) with its
-    indicator. Anything else means the offsets cannot be trusted for editing.
+    Shard specs go first: the argument-list rules read the versions they state.
     """
     for root in docs:
-        for node in _subtree(root):
-            if not isinstance(node, ScalarNode):
-                continue
-            start, end = node.start_mark.index, node.end_mark.index
-            raw = _PROPERTIES.sub("", text[start:end])
-            style = node.style
-            if style is None:
-                good = raw == node.value or _LINE_BREAK.search(raw) is not None
-            elif style in "'\"":
-                good = len(raw) >= 2 and raw[0] == raw[-1] == style
-            else:
-                good = raw[:1] == style
-            if not good:
-                raise RefuseError(
-                    f"line {_Source(text).line_no(start)}: the YAML parser places "
-                    f"{node.value!r} at {raw!r}; its offsets cannot be trusted for this file"
-                )
-
-
-def _named(name: str) -> Callable[[Node], bool]:
-    def match(node: Node) -> bool:
-        return _scalar(_get(node, "name")) == name
-
-    return match
-
-
-def _mount_covers(mount_path: str | None, target: str) -> bool:
-    if not mount_path or not mount_path.startswith("/"):
-        return False
-    mount = posixpath.normpath(mount_path)
-    return target == mount or target.startswith(mount.rstrip("/") + "/")
-
-
-def _refers_to(value: str, mount_path: str) -> bool:
-    mount = posixpath.normpath(mount_path).rstrip("/")
-    return bool(mount) and re.search(re.escape(mount) + r"(/|$|[\s\"',])", value) is not None
-
-
-def _apply(text: str, edits: list[_Edit]) -> str:
-    """Apply deletions/insertions; overlapping deletions are merged."""
-    ordered = sorted(edits, key=lambda e: (e.start, e.end))
-    merged: list[_Edit] = []
-    for edit in ordered:
-        if merged and edit.start < merged[-1].end and not edit.insert and not merged[-1].insert:
-            last = merged.pop()
-            merged.append(_Edit(last.start, max(last.end, edit.end)))
-        elif merged and edit.start < merged[-1].end:
-            raise RefuseError("overlapping edits")
-        else:
-            merged.append(edit)
-    out: list[str] = []
-    pos = 0
-    for edit in merged:
-        out.append(text[pos : edit.start])
-        out.append(edit.insert)
-        pos = edit.end
-    out.append(text[pos:])
-    return "".join(out)
+        visits = list(walk(root))
+        for visit in visits:
+            loc.index(visit)
+        for visit in visits:
+            find_shards(loc, visit)
+        if isinstance(root, MappingNode):
+            shard_chart_values(loc, root)
+        for visit in visits:
+            if isinstance(visit.node, SequenceNode):
+                arg_list(loc, visit)
+            elif isinstance(visit.node, ScalarNode) and visit.path:
+                stray_flag(loc, visit)
 
 
 @dataclass
@@ -983,89 +188,6 @@ def _signature(node: Node, expected: _Expected, depth: int = 0) -> object:
         )
     expected.memo[key] = sig
     return sig
-
-
-def parse(text: str) -> list[Node]:
-    """Compose every document; duplicate keys are an error, as for kubectl and helm."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # e.g. a reused anchor name: legal YAML
-        docs = [n for n in YAML(typ="safe", pure=True).compose_all(text) if n is not None]
-    for root in docs:
-        for node in _subtree(root):
-            if isinstance(node, MappingNode):
-                _check_unique_keys(node)
-    return docs
-
-
-def _check_unique_keys(mapping: MappingNode) -> None:
-    seen: set[tuple[str | None, str]] = set()
-    for key, _ in mapping.value:
-        if not isinstance(key, ScalarNode) or key.tag == MERGE_TAG:
-            continue
-        if (key.tag, key.value) in seen:
-            raise MarkedYAMLError(
-                problem=f"found duplicate key {key.value!r}", problem_mark=key.start_mark
-            )
-        seen.add((key.tag, key.value))
-
-
-def migrate_text(
-    text: str,
-    *,
-    deprecating_release: Version,
-    prune_mounts: bool = False,
-    kcp_version: Version | None = None,
-) -> MigrationResult:
-    """Remove or rename deprecated flags (and what only fed them) in one YAML stream.
-
-    ``kcp_version`` is the version to assume where the file states none it can be
-    compared with. A file with errors is not rewritten and reports no changes.
-    """
-    migration = _Migration(text, deprecating_release, prune_mounts, kcp_version)
-    try:
-        migration.docs = parse(text)
-        migration.aliases = _alias_uses(text)
-    except YAMLError as err:
-        mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-        line = mark.line + 1 if mark is not None else 0
-        message = " ".join(str(getattr(err, "problem", None) or err).split())
-        return MigrationResult(
-            text, text, errors=(Finding(line, "(document)", f"invalid YAML: {message}"),)
-        )
-    migration.collect()
-    plan = migration.plan
-    kept = (
-        tuple(sorted(plan.unneeded, key=lambda f: f.line)),
-        tuple(sorted(plan.warnings, key=lambda f: f.line)),
-    )
-    if plan.errors:
-        return MigrationResult(text, text, (), *kept, tuple(plan.errors))
-    changes = tuple(sorted(plan.changes, key=lambda f: f.line))
-    if not changes:
-        return MigrationResult(text, text, (), *kept)
-    try:
-        check_positions(text, migration.docs)
-        new_text = _apply(text, migration.edits())
-        renames = {
-            key: replacement + node.value[len(written) :]
-            for key, (node, written, replacement) in plan.renames.items()
-        }
-        _verify(migration.docs, new_text, _Expected(plan.skipped, renames))
-    except RefuseError as err:
-        refusal = Finding(0, "(document)", f"refusing to rewrite this file: {err}; left unchanged")
-        return MigrationResult(text, text, (), *kept, (refusal,))
-    return MigrationResult(text, new_text, changes, *kept)
-
-
-def _alias_uses(text: str) -> list[tuple[int, int, str]]:
-    """Start, end and anchor of every alias use (``*name``), in text order."""
-    if "*" not in text:
-        return []
-    return [
-        (event.start_mark.index, event.end_mark.index, event.anchor)
-        for event in YAML(typ="safe", pure=True).parse(text)
-        if isinstance(event, AliasEvent)
-    ]
 
 
 def _verify(old_docs: list[Node], new_text: str, expected: _Expected) -> None:
