@@ -23,8 +23,8 @@ step "building missing tools"
 hack/tools.sh build kubernetes etcd kwok helm kcp
 
 step "lint: ruff check, ruff format --check, mypy --strict"
-"${BIN}/ruff" check operator tests bench
-"${BIN}/ruff" format --check operator tests bench
+"${BIN}/ruff" check operator testkit tests bench
+"${BIN}/ruff" format --check operator testkit tests bench
 "${BIN}/mypy" --strict
 
 step "pytest: unit and end-to-end tests"

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.tools import log
+from testkit.wait import wait_for
+
 from .kcp import KcpProcess, ShardedKcp, client_certificate, identity, root_state
-from .kube import log, wait_for
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e

@@ -17,9 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.kube import condition
+from testkit.operator_process import OperatorProcess
+from testkit.tools import log
+from testkit.wait import wait_for
+
 from .kcp import ShardedKcp, identity, root_state
-from .kube import OperatorProcess, log, wait_for
-from .shards import Kubectl, apply, condition, events, get, patch_spec, shard, wait_ready
+from .shards import Kubectl, apply, events, get, patch_spec, shard, wait_ready
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e

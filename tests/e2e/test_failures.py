@@ -9,8 +9,12 @@ from typing import Any
 
 import pytest
 
-from .kube import KubectlError, OperatorProcess, log, wait_for
-from .shards import Kubectl, apply, condition, get, patch_spec, shard, wait_ready
+from testkit.kube import KubectlError, condition
+from testkit.operator_process import OperatorProcess
+from testkit.tools import log
+from testkit.wait import wait_for
+
+from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
 
 pytestmark = pytest.mark.e2e
 MARKER = "MARKER-7f3a-SECRET"

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.kube import KubectlError, condition
+from testkit.operator_process import OperatorProcess
+from testkit.wait import wait_for
 from tests.numeric_hash import numeric_hash_shard
 
-from .kube import KubectlError, OperatorProcess, wait_for
 from .shards import (
     Kubectl,
     apply,
-    condition,
     events,
     get,
     kcp_container,

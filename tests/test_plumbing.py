@@ -1,4 +1,4 @@
-"""Unit tests of the pure parts of the e2e plumbing (no cluster)."""
+"""The pure parts of the test plumbing (testkit): session clusters, names (no cluster)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import re
 
 import pytest
 
-from .kube import REPO, cluster_script_env, orphaned_clusters, session_cluster_name, unique_name
+from testkit.cluster import cluster_script_env, orphaned_clusters, session_cluster_name
+from testkit.kube import unique_name
+from testkit.tools import REPO
 
 
 @pytest.mark.parametrize(
