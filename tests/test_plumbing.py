@@ -1,14 +1,21 @@
-"""The pure parts of the test plumbing (testkit): session clusters, names (no cluster)."""
+"""The test plumbing (testkit) without a cluster: session clusters, names, conditions, local
+processes."""
 
 from __future__ import annotations
 
 import re
+import signal
+import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from testkit.cluster import cluster_script_env, orphaned_clusters, session_cluster_name
-from testkit.kube import unique_name
+from testkit.kube import condition, shard_ready, unique_name
+from testkit.process import LoggedProcess
 from testkit.tools import REPO
+from testkit.wait import wait_for
 
 
 @pytest.mark.parametrize(
@@ -66,3 +73,68 @@ def test_unique_name_is_a_dns_label(prefix: str, start: str) -> None:
     assert len(name) <= 63
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
     assert unique_name(prefix) != name
+
+
+STATUS = {"type": "Ready", "status": "True", "reason": "RolledOut"}
+
+
+def shard_obj(generation: int = 2, **status: Any) -> dict[str, Any]:
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"version": "0.34.0"},
+        "status": {
+            "phase": "Ready",
+            "version": "0.34.0",
+            "observedGeneration": 2,
+            "conditions": [STATUS],
+            **status,
+        },
+    }
+
+
+def test_condition() -> None:
+    assert condition(shard_obj(), "Ready") == STATUS
+    assert condition(shard_obj(), "Degraded") == {}
+    assert condition({}, "Ready") == {}
+    assert condition({"status": {"conditions": None}}, "Ready") == {}
+
+
+@pytest.mark.parametrize(
+    ("obj", "version", "ready"),
+    [
+        (shard_obj(), None, True),
+        (shard_obj(), "0.34.0", True),
+        (shard_obj(), "0.33.0", False),
+        (shard_obj(version="0.33.0"), None, False),
+        (shard_obj(generation=3), None, False),
+        (shard_obj(phase="Progressing"), None, False),
+        (shard_obj(conditions=[{**STATUS, "status": "False"}]), None, False),
+        ({"metadata": {"generation": 1}, "spec": {"version": "0.34.0"}}, None, False),
+    ],
+)
+def test_shard_ready(obj: dict[str, Any], version: str | None, ready: bool) -> None:
+    assert shard_ready(obj, version) is ready
+
+
+def test_logged_process_stops_its_session_and_keeps_the_log(tmp_path: Path) -> None:
+    script = "import time; print('up', flush=True); time.sleep(60)"
+    proc = LoggedProcess(tmp_path / "p.log")
+    proc.start([sys.executable, "-c", script], cwd=tmp_path)
+    wait_for(lambda: "up" in proc.log_tail(5), 10, "the process to log")
+    assert proc.running()
+    assert proc.stop(grace=5) == -signal.SIGTERM
+    assert not proc.running()
+    assert proc.stop(grace=5) is None
+    assert proc.log_tail(5).endswith("\nup")
+
+
+def test_logged_process_is_killed_when_sigterm_is_ignored(tmp_path: Path) -> None:
+    script = (
+        "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+        "print('up', flush=True); time.sleep(60)"
+    )
+    proc = LoggedProcess(tmp_path / "p.log")
+    proc.start([sys.executable, "-c", script])
+    wait_for(lambda: "up" in proc.log_tail(5), 10, "the process to log")
+    assert proc.stop(grace=0.5) == -signal.SIGKILL
+    assert LoggedProcess(tmp_path / "none.log").log_tail(5) == f"(no log at {tmp_path}/none.log)"
