@@ -1,5 +1,5 @@
-"""The test plumbing (testkit) without a cluster: session clusters, names, conditions, local
-processes."""
+"""The test plumbing (testkit) without a cluster: session clusters, names, API request
+counters, conditions, local processes."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from testkit.cluster import cluster_script_env, orphaned_clusters, session_cluster_name
 from testkit.kube import condition, shard_ready, unique_name
+from testkit.metrics import request_totals, writes_between
 from testkit.process import LoggedProcess
 from testkit.tools import REPO
 from testkit.wait import wait_for
@@ -73,6 +74,60 @@ def test_unique_name_is_a_dns_label(prefix: str, start: str) -> None:
     assert len(name) <= 63
     assert re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name)
     assert unique_name(prefix) != name
+
+
+METRICS = """\
+# HELP apiserver_request_total [STABLE] Counter of apiserver requests ...
+# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 3
+apiserver_request_total{code="409",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="",verb="APPLY",version="v1"} 1
+apiserver_request_total{code="200",component="apiserver",dry_run="All",group="apps",resource="deployments",scope="resource",subresource="",verb="PUT",version="v1"} 7
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="resource",subresource="status",verb="PUT",version="v1"} 9
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="namespace",subresource="",verb="DELETE",version="v1"} 4
+apiserver_request_total{code="200",component="apiserver",dry_run="",group="apps",resource="deployments",scope="namespace",subresource="",verb="LIST",version="v1"} 12
+apiserver_request_total{code="201",component="apiserver",dry_run="",group="",resource="services",scope="namespace",subresource="",verb="POST",version="v1"} 2
+apiserver_requested_deprecated_apis{group="x",resource="y",verb="PUT"} 1
+"""  # noqa: E501
+
+
+def test_request_totals_sum_over_codes_and_leave_out_dry_runs() -> None:
+    assert request_totals(METRICS) == {
+        ("APPLY", "deployments", "", "resource"): 4.0,
+        ("PUT", "deployments", "status", "resource"): 9.0,
+        ("DELETE", "deployments", "", "namespace"): 4.0,
+        ("LIST", "deployments", "", "namespace"): 12.0,
+        ("POST", "services", "", "namespace"): 2.0,
+    }
+
+
+def sample(verb: str, resource: str, subresource: str, scope: str, count: int) -> str:
+    """A counter line of a response code METRICS does not have: ``count`` more requests."""
+    labels = f'resource="{resource}",scope="{scope}",subresource="{subresource}",verb="{verb}"'
+    return f'apiserver_request_total{{code="500",dry_run="",{labels}}} {count}\n'
+
+
+@pytest.mark.parametrize(
+    ("after", "expected"),
+    [
+        ("", {}),
+        (sample("APPLY", "deployments", "", "resource", 2), {"APPLY deployments": 2}),
+        (sample("POST", "services", "", "namespace", 1), {"POST services": 1}),
+        (sample("PATCH", "services", "", "resource", 1), {"PATCH services": 1}),
+        (sample("DELETE", "deployments", "", "resource", 1), {"DELETE deployments": 1}),
+        (sample("PATCH", "poddisruptionbudgets", "", "resource", 5), {}),
+        # Reads, status writes and collection deletes (the namespace controller's) are no
+        # writes of the objects.
+        (sample("LIST", "deployments", "", "namespace", 3), {}),
+        (sample("PUT", "deployments", "status", "resource", 3), {}),
+        (sample("DELETE", "deployments", "", "namespace", 3), {}),
+    ],
+)
+def test_writes_between_two_readings(after: str, expected: dict[str, int]) -> None:
+    before = request_totals(METRICS)
+    assert (
+        writes_between(before, request_totals(METRICS + after), ["deployments", "services"])
+        == expected
+    )
 
 
 STATUS = {"type": "Ready", "status": "True", "reason": "RolledOut"}
