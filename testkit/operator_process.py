@@ -5,9 +5,18 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from kcp_shard_operator.controller.handlers import CHILD_KINDS, RESYNC_SECONDS
+
 from .kube import Cluster
 from .process import LoggedProcess, free_port, http_ok
 from .wait import WaitTimeoutError, wait_for
+
+RESYNC_WINDOW = RESYNC_SECONDS + 10
+"""Seconds an absence check watches the operator: its timer passes each Shard again at most
+RESYNC_SECONDS after the previous pass ended, so at least one resync pass of every Shard falls
+in the window (10 s for the pass itself on a busy machine)."""
+CHILD_RESOURCES = tuple(plural for _, _, plural in CHILD_KINDS)
+"""The API resources of the objects the operator makes for a Shard."""
 
 
 class OperatorProcess:

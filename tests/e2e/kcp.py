@@ -27,6 +27,7 @@ from typing import Any
 
 import yaml
 
+from testkit.metrics import Totals, request_totals
 from testkit.process import LoggedProcess, free_port
 from testkit.tools import build_tools, log, tools_env
 from testkit.wait import wait_for
@@ -143,6 +144,12 @@ class ShardedKcp:
                 return answer.status, _json(answer.read())
         except urllib.error.HTTPError as err:
             return err.code, _json(err.read())
+
+    def request_totals(self, shard: KcpProcess) -> Totals:
+        """The API request counters of ``shard`` now (its /metrics)."""
+        status, body = self.request(shard, "GET", "/metrics")
+        assert status == 200, f"GET /metrics on {shard.name}: {status} {body}"
+        return request_totals(body["text"])
 
     def configmap(self, shard: KcpProcess | None = None) -> dict[str, Any] | None:
         """The identity-cache ConfigMap on ``shard`` (default ``shard-1``), or None."""
