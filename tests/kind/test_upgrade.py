@@ -35,6 +35,7 @@ import pytest
 import yaml
 
 from testkit.kube import Cluster, KubectlError, condition, create_namespace, shard_ready
+from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import HACK, log, run_visible
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
@@ -54,9 +55,10 @@ OLD, NEW = "0.27.1", "0.28.0"
 SHARDS = ("root", "shard-1")
 REPLICAS = 2
 ROLL_TIMEOUT = 900
-REFUSAL_WATCH = 40
-"""Seconds the timeline keeps sampling after the refusal: long enough for the Deployment
-controller to have started a pod on the refused version, had the operator asked for one."""
+REFUSAL_WATCH = RESYNC_WINDOW
+"""Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
+Shard, and long enough for the Deployment controller to have started a pod on the refused
+version, had the operator asked for one."""
 OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
 FLAG = "--root-shard-kubeconfig-file"
 
