@@ -26,15 +26,15 @@ install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and 
 
 .PHONY: lint
 lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (the layers)
-	$(BIN)/ruff check operator tests bench
-	$(BIN)/ruff format --check operator tests bench
+	$(BIN)/ruff check operator testkit tests bench
+	$(BIN)/ruff format --check operator testkit tests bench
 	$(BIN)/mypy --strict
 	$(BIN)/lint-imports
 
 .PHONY: fmt
 fmt: install ## format and autofix
-	$(BIN)/ruff format operator tests bench
-	$(BIN)/ruff check --fix operator tests bench
+	$(BIN)/ruff format operator testkit tests bench
+	$(BIN)/ruff check --fix operator testkit tests bench
 
 .PHONY: unit
 unit: install ## unit tests only (no cluster)

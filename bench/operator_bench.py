@@ -34,25 +34,16 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit import AUDIT_POLICY, Counts, Request, count, parse, percentile, reaction_latencies
-from tests.e2e.kube import (
-    CLUSTER_TOOLS,
-    CRD_FILE,
-    HACK,
-    Cluster,
-    OperatorProcess,
-    apply_crds,
-    build_tools,
-    cluster_script_env,
-    log,
-    run_visible,
-    tools_env,
-    wait_for,
-)
 
 from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from testkit.cluster import cluster_down, cluster_script_env, cluster_up, kwok_workdir
+from testkit.kube import Cluster, apply_crds, shard_ready, token_cluster
+from testkit.operator_process import OperatorProcess
+from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
+from testkit.wait import wait_for
 
 RESULTS = Path(__file__).parent / "results" / "operator.json"
 SIZES = [int(n) for n in os.environ.get("BENCH_SHARDS", "100 1000").split()]
@@ -97,7 +88,7 @@ def rendered(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return objects
 
 
-def token_cluster(admin: Cluster, account: str, directory: Path) -> Cluster:
+def account_cluster(admin: Cluster, account: str, directory: Path) -> Cluster:
     """A Cluster that acts as ServiceAccount ``account`` (cluster-admin) of the bench ns."""
     admin.kubectl("create", "serviceaccount", "-n", BENCH_NS, account)
     admin.kubectl(
@@ -107,14 +98,7 @@ def token_cluster(admin: Cluster, account: str, directory: Path) -> Cluster:
         "--clusterrole=cluster-admin",
         f"--serviceaccount={BENCH_NS}:{account}",
     )
-    token = admin.kubectl("create", "token", "-n", BENCH_NS, account, "--duration=6h").strip()
-    config = yaml.safe_load(admin.kubeconfig.read_text())
-    for user in config["users"]:
-        user["user"] = {"token": token}
-    path = directory / f"{account}.kubeconfig"
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return Cluster(kubeconfig=path, env={**admin.env, "KUBECONFIG": str(path)})
+    return token_cluster(admin, BENCH_NS, account, directory / f"{account}.kubeconfig", "6h")
 
 
 def items(cluster: Cluster, kind: str, namespace: str) -> list[dict[str, Any]]:
@@ -137,8 +121,7 @@ def ready_at(cluster: Cluster, namespace: str, names: set[str], version: str) ->
     found = {
         s["metadata"]["name"]
         for s in items(cluster, "shards", namespace)
-        if s.get("status", {}).get("phase") == "Ready"
-        and s.get("status", {}).get("version") == version
+        if shard_ready(s, version)
     }
     return names <= found
 
@@ -186,8 +169,8 @@ def per_shard(counts: Counts, shards_count: int) -> dict[str, float]:
 def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, Any]:
     apply_crds(admin, CRD_FILE)
     admin.kubectl("create", "namespace", BENCH_NS)
-    driver = token_cluster(admin, "driver", work)
-    operator_kube = token_cluster(admin, "operator", work)
+    driver = account_cluster(admin, "driver", work)
+    operator_kube = account_cluster(admin, "operator", work)
     for namespace in ("floor", "shards"):
         driver.kubectl("create", "namespace", namespace)
         for secret in ("cache", "root-admin"):
@@ -211,8 +194,8 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         log_path=work / "operator.log",
     )
     operator.start()
-    assert operator.process is not None
-    pid = operator.process.pid
+    assert operator.process.popen is not None
+    pid = operator.process.popen.pid
     try:
         cpu_start = cpu_seconds(pid)
         start = time.time()
@@ -293,16 +276,12 @@ def run_size(n: int) -> dict[str, Any]:
         script_env = cluster_script_env(os.environ, name)
         script_env["CLUSTER_AUDIT_POLICY"] = str(policy)
         script_env["CLUSTER_NODES"] = str(max(3, math.ceil(2 * n / PODS_PER_NODE) + 1))
-        run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
-        env = tools_env(os.environ)
-        env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
-        admin = Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
-        workdir = Path(env.get("KCP_SHARD_CACHE", Path.home() / ".cache" / "kcp-shard-operator"))
-        audit = AuditLog(workdir / "kwok" / "clusters" / name / "logs" / "audit.log")
+        admin = cluster_up(script_env)
+        audit = AuditLog(kwok_workdir(os.environ) / "clusters" / name / "logs" / "audit.log")
         try:
             return measure(n, admin, audit, work)
         finally:
-            run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
+            cluster_down(script_env)
 
 
 def table(results: list[dict[str, Any]]) -> str:

@@ -20,30 +20,15 @@
 #   CLUSTER_AUDIT_POLICY  kwok only: audit policy file; the API server then writes
 #                       ${KWOK_WORKDIR}/clusters/<name>/logs/audit.log (the benchmarks count
 #                       the operator's requests there)
-set -euo pipefail
-
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_DIR="$(dirname "${HACK_DIR}")"
-# shellcheck source=versions.env
-source "${HACK_DIR}/versions.env"
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" cluster
 
 CLUSTER="${CLUSTER:-kwok}"
 CLUSTER_NAME="${CLUSTER_NAME:-kcp-shard-operator}"
 CLUSTER_NODES="${CLUSTER_NODES:-3}"
 CLUSTER_KUBECONFIG="${CLUSTER_KUBECONFIG:-${REPO_DIR}/.cluster/kubeconfig}"
-CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
 export KWOK_WORKDIR="${CACHE_DIR}/kwok"
 WAIT_TIMEOUT="${CLUSTER_WAIT_TIMEOUT:-180s}"
-
-log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-die() {
-  log "ERROR: $*"
-  exit 1
-}
-
-load_tools() {
-  eval "$("${HACK_DIR}/tools.sh" env)"
-}
 
 [[ "$(realpath -m "${CLUSTER_KUBECONFIG}")" != "$(realpath -m "${HOME}/.kube/config")" ]] ||
   die "refusing to write ${CLUSTER_KUBECONFIG}: pick a kubeconfig of its own"

@@ -9,10 +9,9 @@
 # kwok pods run no containers, so the chart's operator Deployment is scheduled
 # but never executes; the same code runs here as a local process instead, with
 # exactly the RBAC the chart grants. CLUSTER=kind runs everything as real pods.
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" demo
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_DIR="$(dirname "${HACK_DIR}")"
 STATE_DIR="${REPO_DIR}/.cluster"
 export CLUSTER_KUBECONFIG="${CLUSTER_KUBECONFIG:-${STATE_DIR}/kubeconfig}"
 export KUBECONFIG="${CLUSTER_KUBECONFIG}"
@@ -22,8 +21,6 @@ SAMPLES_NS="kcp-samples"
 PID_FILE="${STATE_DIR}/operator.pid"
 OPERATOR_LOG="${STATE_DIR}/operator.log"
 OPERATOR_KUBECONFIG="${STATE_DIR}/operator-kubeconfig"
-
-log() { printf '[demo %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 stop_operator() {
   if [[ -f "${PID_FILE}" ]]; then
@@ -79,7 +76,7 @@ up() {
   make -C "${REPO_DIR}" --no-print-directory install
   "${HACK_DIR}/cluster.sh" up
   "${HACK_DIR}/tools.sh" build helm
-  eval "$("${HACK_DIR}/tools.sh" env)"
+  load_tools
   if [[ "${CLUSTER:-kwok}" == kind ]]; then
     up_kind
     return

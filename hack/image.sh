@@ -15,23 +15,15 @@
 # Deployment runs): kcp-shard-operator-kind/kcp:v<KCP_VERSION> and, for the stand-in
 # without the identitycache controller, :v<KCP_VERSION>-without-identitycache.
 # hack/kind.sh check runs first (root, disk, a running Docker engine).
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" image
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_DIR="$(dirname "${HACK_DIR}")"
-# shellcheck source=versions.env
-source "${HACK_DIR}/versions.env"
-CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
 PREFIX=kcp-shard-operator-kind
 export DOCKER_BUILDKIT=0
 APP_VERSION="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' "${REPO_DIR}/charts/kcp-shard-operator/Chart.yaml")"
 OPERATOR_IMAGE="${OPERATOR_IMAGE:-kcp-shard-operator:${APP_VERSION}}"
 KCP_IMAGE_REPOSITORY="${PREFIX}/kcp"
 UPSTREAM_PYTHON=python:3.11-slim-bookworm
-
-log() { printf '[image %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
 
 python_base() {
   if image_exists "${UPSTREAM_PYTHON}"; then
@@ -51,10 +43,8 @@ python_base() {
   # shellcheck disable=SC2064
   trap "rm -rf '${work}'" EXIT
   log "debootstrap ${DEBIAN_SUITE} with python3 (no registry: the base is built from Debian packages)"
-  local mirror
-  mirror="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
   debootstrap --variant=minbase --include="${packages}" "${DEBIAN_SUITE}" \
-    "${work}/rootfs" "${DEBIAN_MIRROR:-${mirror:-http://deb.debian.org/debian}}" >"${work}/debootstrap.log" 2>&1 ||
+    "${work}/rootfs" "$(debian_mirror)" >"${work}/debootstrap.log" 2>&1 ||
     { tail -n 20 "${work}/debootstrap.log" >&2; exit 1; }
   rm -rf "${work}/rootfs/var/lib/apt/lists/"* "${work}/rootfs/var/cache/apt/"*.bin \
     "${work}/rootfs/var/cache/apt/archives/"*.deb
@@ -99,7 +89,7 @@ kcp_image() {
 
 cmd_kcp() {
   "${HACK_DIR}/tools.sh" build kcp >&2
-  eval "$("${HACK_DIR}/tools.sh" env)"
+  load_tools
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}" "${KCP_BINARY}"
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache" \
     "$(dirname "${KCP_BINARY}")/kcp-without-identitycache"
@@ -107,7 +97,7 @@ cmd_kcp() {
 
 cmd_kcp_upgrade() {
   "${HACK_DIR}/tools.sh" build kcp-upgrade >&2
-  eval "$("${HACK_DIR}/tools.sh" env)"
+  load_tools
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_BINARY}"
 }
 

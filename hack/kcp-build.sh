@@ -13,16 +13,14 @@
 # (vN.<minor>.<patch> for a /vN module path). The fork's pseudo-versions are unknown to
 # the public checksum database, so checksums of github.com/kcp-dev modules come from
 # hack/kcp-VERSION.go.sum when present (recorded at the first successful build).
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" kcp-build
 
 VERSION="$1"
 OUT_DIR="$2"
 WORK="$3"
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 SUMS="${HACK_DIR}/kcp-${VERSION}.go.sum"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local GONOSUMDB=github.com/kcp-dev
-
-log() { printf '[kcp-build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 json_field() { sed -n "s/^[[:space:]]*\"$1\": \"\\(.*\\)\",\\{0,1\\}\$/\\1/p" | head -1; }
 

@@ -18,17 +18,13 @@
 # cannot run `docker run --privileged`, which kind hard-codes: kind then runs with a docker
 # shim that grants every other capability instead, and the node image gets an entrypoint
 # step that remounts /sys and the cgroups read-write (hack/kind/images.sh).
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" kind
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-source "${HACK_DIR}/versions.env"
-CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
 MIN_FREE_GIB="${KIND_MIN_FREE_GIB:-10}"
 DOCKERD="${DOCKERD:-dockerd}"
 CAP_SYS_RESOURCE=24
 
-log() { printf '[kind %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 fail() {
   printf 'hack/kind.sh: %s\n' "$*" >&2
   exit 2
@@ -112,7 +108,7 @@ kind_path() {
 
 run_kind() {
   "${HACK_DIR}/tools.sh" build kind >&2
-  eval "$("${HACK_DIR}/tools.sh" env)"
+  load_tools
   PATH="$(kind_path)" "${KIND_BINARY}" "$@"
 }
 

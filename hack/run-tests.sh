@@ -1,14 +1,11 @@
 #!/usr/bin/env bash
 # Everything CI runs, in order: tools, lint, unit and e2e tests.
 # Prints each step with its duration; exits non-zero on the first failure.
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" run-tests
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-REPO_DIR="$(dirname "${HACK_DIR}")"
 cd "${REPO_DIR}"
 BIN="${REPO_DIR}/.venv/bin"
-
-step() { printf '\n==> [%s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 started=${SECONDS}
 
 step "make demo: builds exactly the tools it uses (tools dir: ${KCP_SHARD_TOOLS_DIR:-the cache})"
@@ -23,8 +20,8 @@ step "building missing tools"
 hack/tools.sh build kubernetes etcd kwok helm kcp
 
 step "lint: ruff check, ruff format --check, mypy --strict, lint-imports"
-"${BIN}/ruff" check operator tests bench
-"${BIN}/ruff" format --check operator tests bench
+"${BIN}/ruff" check operator testkit tests bench
+"${BIN}/ruff" format --check operator testkit tests bench
 "${BIN}/mypy" --strict
 "${BIN}/lint-imports"
 
@@ -41,7 +38,7 @@ if [[ ${code} -eq 5 ]]; then
 fi
 
 # Real pods on kind when its images were built before (a cold build of them takes ~15 min).
-node_image_stamp="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}/kind/node-image"
+node_image_stamp="${CACHE_DIR}/kind/node-image"
 if [[ -f "${node_image_stamp}" ]] && command -v dockerd >/dev/null; then
   step "kind e2e: chart, in-cluster operator, real kcp pods (node image $(cat "${node_image_stamp}"))"
   set +e

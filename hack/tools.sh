@@ -11,13 +11,9 @@
 # sources and, unless KCP_SHARD_TOOLS_DIR names another directory, the binaries
 # (CI points KCP_SHARD_TOOLS_DIR at an empty directory, so that a target that
 # forgets to build a tool it uses fails there).
-set -euo pipefail
+# shellcheck source=lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" tools
 
-HACK_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-# shellcheck source=versions.env
-source "${HACK_DIR}/versions.env"
-
-CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
 TOOLS_DIR="${KCP_SHARD_TOOLS_DIR:-${CACHE_DIR}/tools}"
 SRC_DIR="${CACHE_DIR}/src"
 export CGO_ENABLED=0
@@ -34,17 +30,6 @@ KIND_DIR="${TOOLS_DIR}/kind-${KIND_VERSION}"
 K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
 CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
 COREDNS_DIR="${TOOLS_DIR}/coredns-${COREDNS_VERSION}"
-
-log() { printf '[tools %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
-
-timed() {
-  local what="$1"
-  shift
-  local start=${SECONDS}
-  log "building ${what} ..."
-  "$@"
-  log "built ${what} in $((SECONDS - start))s"
-}
 
 k8s_ldflags() {
   local v="$1" minor

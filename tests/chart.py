@@ -1,9 +1,7 @@
-"""The Helm chart under test: the pinned helm binary, rendering, picking objects."""
+"""The Helm chart under test: rendering with the pinned helm, picking objects."""
 
 from __future__ import annotations
 
-import functools
-import os
 import subprocess
 from collections.abc import Iterable
 from pathlib import Path
@@ -11,7 +9,8 @@ from typing import Any
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
+from testkit.tools import REPO, helm, helm_env, pinned_version
+
 CHART = REPO / "charts" / "kcp-shard-operator"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 INSTALL_YAML = REPO / "manifests" / "install.yaml"
@@ -23,41 +22,12 @@ SAMPLES = REPO / "manifests" / "samples"
 Obj = dict[str, Any]
 
 
-def pinned_version(name: str) -> str:
-    """A version from hack/versions.env, e.g. ``pinned_version("KUBERNETES_VERSION")``."""
-    for line in (REPO / "hack" / "versions.env").read_text().splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == name:
-            return value.strip()
-    raise KeyError(name)
-
-
-@functools.cache
-def tools_env() -> dict[str, str]:
-    """The environment with the pinned tools on PATH; builds helm when it is missing (cached)."""
-    hack = REPO / "hack" / "tools.sh"
-    subprocess.run([str(hack), "build", "helm"], check=True, capture_output=True)
-    out = subprocess.run(
-        ["bash", "-c", f'eval "$({hack} env)" && env -0'],
-        check=True,
-        capture_output=True,
-        env=dict(os.environ),
-    ).stdout
-    return dict(item.split("=", 1) for item in out.decode().split("\0") if "=" in item)
-
-
-def helm(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the pinned helm; the caller checks ``returncode``."""
-    return subprocess.run(
-        ["helm", *args], env=env or tools_env(), capture_output=True, text=True, timeout=300
-    )
-
-
 def template(
     *args: str, release: str = "t", namespace: str = "ops"
 ) -> subprocess.CompletedProcess[str]:
     """``helm template`` of the chart with extra ``args`` (values files, --set ...)."""
     return helm(
+        helm_env(),
         "template",
         release,
         str(CHART),
@@ -66,6 +36,7 @@ def template(
         "--kube-version",
         pinned_version("KUBERNETES_VERSION"),
         *args,
+        check=False,
     )
 
 

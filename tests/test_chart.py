@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.tools import REPO, helm, helm_env
 from tests.chart import (
     CHART,
     CI_VALUES,
@@ -19,14 +20,11 @@ from tests.chart import (
     CRD_SOURCE,
     INSTALL_YAML,
     RENDER_INSTALL,
-    REPO,
     Obj,
-    helm,
     of_kind,
     one,
     render,
     template,
-    tools_env,
 )
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
@@ -51,7 +49,7 @@ def rules_for(role: Obj, resource: str) -> list[Obj]:
 
 def test_install_yaml_is_rendered_from_the_chart() -> None:
     fresh = subprocess.run(
-        [str(RENDER_INSTALL)], env=tools_env(), check=True, capture_output=True, text=True
+        [str(RENDER_INSTALL)], env=helm_env(), check=True, capture_output=True, text=True
     ).stdout
     assert INSTALL_YAML.read_text() == fresh, (
         "manifests/install.yaml is stale: run `make manifests`"
@@ -86,7 +84,7 @@ def test_chart_versions() -> None:
 @pytest.mark.parametrize("values", [None, *CI_VALUES], ids=lambda v: v.name if v else "default")
 def test_helm_lint_strict(values: Any) -> None:
     args = ["lint", "--strict", str(CHART)] + (["-f", str(values)] if values else [])
-    proc = helm(*args)
+    proc = helm(helm_env(), *args, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 chart(s) linted, 0 chart(s) failed" in proc.stdout
 
@@ -160,7 +158,15 @@ def test_schema_rejects_bad_values(args: list[str], error: str) -> None:
 
 
 def test_lint_rejects_bad_values_too() -> None:
-    proc = helm("lint", "--strict", str(CHART), "--set", "operator.logLevel=verbose")
+    proc = helm(
+        helm_env(),
+        "lint",
+        "--strict",
+        str(CHART),
+        "--set",
+        "operator.logLevel=verbose",
+        check=False,
+    )
     assert proc.returncode != 0
     assert "/operator/logLevel" in proc.stdout + proc.stderr
 

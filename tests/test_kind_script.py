@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.kube import HACK
+from testkit.tools import HACK
 
 KIND = HACK / "kind.sh"
 

@@ -9,9 +9,6 @@ that Shards converted from the deprecated kcp ``shard`` chart are accepted as
 from __future__ import annotations
 
 import copy
-import os
-import subprocess
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,40 +18,21 @@ import yaml
 from kcp_shard_operator.core.flags import without_flag
 from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
-from tests.e2e.kube import REPO, build_tools, log, tools_env
+from testkit.tools import helm, helm_env
+from tests.chart import CHART
 
 pytestmark = pytest.mark.e2e
 
-CHART = REPO / "charts" / "kcp-shard-operator"
 GOLDEN = Path(__file__).parent / "golden" / "migrate"
 REF = "rootShardKubeconfigSecretRef"
 
 
-@pytest.fixture(scope="module")
-def helm_env() -> dict[str, str]:
-    log("building/locating helm with hack/tools.sh")
-    build_tools("helm")
-    return tools_env(os.environ)
-
-
-def helm_template(env: Mapping[str, str], values: Path) -> list[dict[str, Any]]:
-    proc = subprocess.run(
-        [
-            "helm",
-            "template",
-            "migrated",
-            str(CHART),
-            "--kube-version",
-            env["KWOK_KUBE_VERSION"],
-            "-f",
-            str(values),
-        ],
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
+def helm_template(values: Path) -> list[dict[str, Any]]:
+    env = helm_env()
+    kube_version = env["KWOK_KUBE_VERSION"]
+    proc = helm(
+        env, "template", "migrated", str(CHART), "--kube-version", kube_version, "-f", str(values)
     )
-    assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 
 
@@ -62,9 +40,9 @@ def shards(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {d["metadata"]["name"]: d for d in docs if d["kind"] == "Shard"}
 
 
-def test_migrated_chart_values_render_the_intended_difference(helm_env: dict[str, str]) -> None:
-    before = helm_template(helm_env, GOLDEN / "project-chart-values.in.yaml")
-    after = helm_template(helm_env, GOLDEN / "project-chart-values.out.yaml")
+def test_migrated_chart_values_render_the_intended_difference() -> None:
+    before = helm_template(GOLDEN / "project-chart-values.in.yaml")
+    after = helm_template(GOLDEN / "project-chart-values.out.yaml")
     assert [d for d in before if d["kind"] != "Shard"] == [d for d in after if d["kind"] != "Shard"]
     old, new = shards(before), shards(after)
     assert sorted(old) == sorted(new) == ["alpha", "beta", "gamma", "root"]
@@ -81,13 +59,11 @@ def test_migrated_chart_values_render_the_intended_difference(helm_env: dict[str
 
 
 @pytest.mark.parametrize("case", ["shard-chart-root", "shard-chart-nonroot"])
-def test_converted_shard_fits_the_chart(
-    case: str, helm_env: dict[str, str], tmp_path: Path
-) -> None:
+def test_converted_shard_fits_the_chart(case: str, tmp_path: Path) -> None:
     manifest = yaml.safe_load((GOLDEN / f"{case}.shard.yaml").read_text())
     item = {"name": manifest["metadata"]["name"], **manifest["spec"]}
     values = tmp_path / "values.yaml"
     values.write_text(yaml.safe_dump({"shards": [item]}))
-    rendered = shards(helm_template(helm_env, values))
+    rendered = shards(helm_template(values))
     assert list(rendered) == [item["name"]]
     assert rendered[item["name"]]["spec"] == manifest["spec"]

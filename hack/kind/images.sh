@@ -14,13 +14,10 @@
 # whether the host needs it (KIND_UNPRIVILEGED=1): a change rebuilds them, nothing else does.
 # kindnetd is not served by the Go module proxy: the node has a single-node bridge CNI
 # instead (the cluster config sets networking.disableDefaultCNI).
-set -euo pipefail
+# shellcheck source=../lib.sh
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" kind-images
 
-KIND_HACK="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-HACK_DIR="$(dirname "${KIND_HACK}")"
-# shellcheck source=../versions.env
-source "${HACK_DIR}/versions.env"
-CACHE_DIR="${KCP_SHARD_CACHE:-${HOME}/.cache/kcp-shard-operator}"
+KIND_HACK="${HACK_DIR}/kind"
 WORK_ROOT="${CACHE_DIR}/kind"
 PREFIX=kcp-shard-operator-kind
 UNPRIVILEGED="${KIND_UNPRIVILEGED:-0}"
@@ -32,8 +29,6 @@ PAUSE_TAGS=(3.10.1 3.10)
 BASE_PACKAGES=systemd,systemd-sysv,dbus,iptables,iproute2,mount,ca-certificates,containerd,runc
 BASE_PACKAGES+=,containernetworking-plugins,procps,kmod,libseccomp2,conntrack,ethtool,socat
 BASE_PACKAGES+=,util-linux,nftables,bash,ebtables,libpam-systemd,jq,pigz,curl,e2fsprogs
-
-log() { printf '[kind-images %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # Cache keys: the versions and the code (function bodies) each image is built from.
 base_key() {
@@ -49,20 +44,6 @@ node_key() {
     echo "$(base_key) ${KUBERNETES_VERSION} ${ETCD_VERSION} ${COREDNS_VERSION} ${PAUSE_TAGS[*]}"
     declare -f scratch_image component_images node_image
   } | sha256sum | cut -c1-10
-}
-
-image_exists() { docker image inspect "$1" >/dev/null 2>&1; }
-
-# The Debian mirror this machine's apt uses (DEBIAN_MIRROR overrides it).
-debian_mirror() {
-  if [[ -n "${DEBIAN_MIRROR:-}" ]]; then
-    echo "${DEBIAN_MIRROR}"
-    return
-  fi
-  local found
-  found="$(awk '/^URIs:/ { print $2; exit }' /etc/apt/sources.list.d/*.sources 2>/dev/null || true)"
-  [[ -n "${found}" ]] || found="$(awk '$1 == "deb" { print $2; exit }' /etc/apt/sources.list 2>/dev/null || true)"
-  echo "${found:-http://deb.debian.org/debian}"
 }
 
 # debootstrap ROOTFS PACKAGES: a minimal Debian rootfs with PACKAGES.
@@ -233,7 +214,7 @@ JSON
 }
 
 cmd_node() {
-  eval "$("${HACK_DIR}/tools.sh" env)"
+  load_tools
   local base rootfs node
   base="${PREFIX}/base:${DEBIAN_SUITE}-$(base_key)"
   rootfs="${PREFIX}/base-rootfs:${DEBIAN_SUITE}-$(base_key)"

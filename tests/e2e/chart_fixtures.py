@@ -1,20 +1,17 @@
-"""Helpers for the chart's end-to-end tests: helm against the test cluster, a kubeconfig with a
-ServiceAccount token, the samples in a namespace of their own, RBAC denials in an operator log."""
+"""Helpers for the chart's end-to-end tests: a release of the chart, the samples in a namespace
+of their own, RBAC denials in an operator log, the operator with a ServiceAccount's token."""
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import yaml
-
+from testkit.kube import Cluster, KubectlError
+from testkit.operator_process import OperatorProcess
+from testkit.tools import log
 from tests.chart import CHART, SAMPLES
-
-from .kube import Cluster, KubectlError, OperatorProcess, log
 
 SAMPLES_NAMESPACE = "kcp-samples"
 _Q = r'\\*"'  # a quote, escaped or not, as it appears in kopf's logged API errors
@@ -25,56 +22,18 @@ RBAC_DENIAL = re.compile(
 )
 
 
-class HelmError(RuntimeError):
-    """A helm call that exited non-zero."""
-
-
-def helm(cluster: Cluster, *args: str, timeout: float = 300) -> str:
-    """Run helm against the cluster and return its stdout; raise HelmError on failure."""
-    proc = subprocess.run(
-        ["helm", *args], env=dict(cluster.env), capture_output=True, text=True, timeout=timeout
-    )
-    if proc.returncode != 0:
-        raise HelmError(f"helm {' '.join(args)} exited {proc.returncode}: {proc.stderr.strip()}")
-    return proc.stdout
-
-
 @contextmanager
 def release(cluster: Cluster, name: str, namespace: str, *values: str) -> Iterator[str]:
     """``helm install --wait`` of the chart; yields the install output, uninstalls afterwards."""
     log(f"helm install {name} into {namespace} {' '.join(values)}")
-    out = helm(
-        cluster, "install", name, str(CHART), "--namespace", namespace,
+    out = cluster.helm(
+        "install", name, str(CHART), "--namespace", namespace,
         "--wait", "--timeout", "120s", *values,
     )  # fmt: skip
     try:
         yield out
     finally:
-        helm(cluster, "uninstall", name, "--namespace", namespace, "--wait", "--ignore-not-found")
-
-
-def token_cluster(cluster: Cluster, namespace: str, service_account: str, path: Path) -> Cluster:
-    """The cluster as ServiceAccount ``namespace/service_account``, with a fresh token."""
-    token = cluster.kubectl(
-        "create", "token", service_account, "--namespace", namespace, "--duration", "1h"
-    ).strip()
-    admin = json.loads(
-        cluster.kubectl("config", "view", "--raw", "--minify", "--flatten", "-o", "json")
-    )
-    entry = admin["clusters"][0]
-    config = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [entry],
-        "users": [{"name": service_account, "user": {"token": token}}],
-        "contexts": [
-            {"name": "sa", "context": {"cluster": entry["name"], "user": service_account}}
-        ],
-        "current-context": "sa",
-    }
-    path.write_text(yaml.safe_dump(config))
-    path.chmod(0o600)
-    return Cluster(kubeconfig=path, env={**cluster.env, "KUBECONFIG": str(path)})
+        cluster.helm("uninstall", name, "--namespace", namespace, "--wait", "--ignore-not-found")
 
 
 def samples_in(namespace: str) -> str:

@@ -13,31 +13,25 @@ import os
 import signal
 import time
 from collections.abc import Callable, Generator, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType
 
 import pytest
 
-from .kube import (
-    CLUSTER_TOOLS,
-    CRD_FILE,
-    HACK,
-    Cluster,
-    OperatorProcess,
-    apply_crds,
-    build_tools,
+from testkit.cluster import (
+    cluster_down,
     cluster_script_env,
-    create_namespace,
-    delete_namespace,
+    cluster_up,
     kwok_clusters,
-    log,
     orphaned_clusters,
     process_alive,
-    run_visible,
     session_cluster_name,
-    tools_env,
 )
+from testkit.kube import Cluster, apply_crds, create_namespace, delete_namespace
+from testkit.operator_process import OperatorProcess
+from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
+
+from .capture import uncaptured
 
 CALL_REPORT = pytest.StashKey[pytest.TestReport]()
 
@@ -62,20 +56,10 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-@contextmanager
-def _uncaptured(config: pytest.Config) -> Iterator[None]:
-    """Let long setup and teardown steps print progress while pytest captures output."""
-    capture_manager = config.pluginmanager.getplugin("capturemanager")
-    with capture_manager.global_and_fixture_disabled():
-        yield
-
-
 def _existing_cluster() -> Cluster:
     kubeconfig = os.environ.get("KUBECONFIG", "")
     assert kubeconfig, "E2E_USE_EXISTING_CLUSTER=1 needs KUBECONFIG"
-    env = tools_env(os.environ)
-    env["KUBECONFIG"] = kubeconfig
-    cluster = Cluster(kubeconfig=Path(kubeconfig), env=env)
+    cluster = Cluster.at(Path(kubeconfig))
     cluster.kubectl("get", "--raw", "/readyz")
     log(f"using the existing cluster in {kubeconfig}")
     return cluster
@@ -85,11 +69,9 @@ def _start_cluster(script_env: dict[str, str]) -> Cluster:
     start = time.monotonic()
     build_tools(*CLUSTER_TOOLS)
     log(f"starting cluster {script_env['CLUSTER_NAME']}")
-    run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
-    env = tools_env(os.environ)
-    env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
+    cluster = cluster_up(script_env)
     log(f"cluster ready in {time.monotonic() - start:.1f}s (tools check and cluster start)")
-    return Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
+    return cluster
 
 
 def _stop_cluster(script_env: dict[str, str]) -> None:
@@ -97,7 +79,7 @@ def _stop_cluster(script_env: dict[str, str]) -> None:
         log(f"keeping cluster {script_env['CLUSTER_NAME']} (E2E_KEEP_CLUSTER=1)")
         return
     start = time.monotonic()
-    run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
+    cluster_down(script_env)
     log(f"cluster deleted in {time.monotonic() - start:.1f}s")
 
 
@@ -105,24 +87,22 @@ def _stop_cluster(script_env: dict[str, str]) -> None:
 def cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
     """A running cluster with kubectl and helm on the PATH of ``cluster.env``."""
     if os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1":
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             found = _existing_cluster()
         yield found
         return
     for orphan in orphaned_clusters(kwok_clusters(os.environ), process_alive):
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             log(f"deleting {orphan}, left behind by an ended test session")
-            run_visible(
-                [str(HACK / "cluster.sh"), "down"], env=cluster_script_env(os.environ, orphan)
-            )
+            cluster_down(cluster_script_env(os.environ, orphan))
     script_env = cluster_script_env(os.environ, session_cluster_name(os.environ, os.getpid()))
     previous_sigterm = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             started = _start_cluster(script_env)
         yield started
     finally:
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             _stop_cluster(script_env)
         signal.signal(signal.SIGTERM, previous_sigterm)
 

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
-import signal
 import ssl
 import subprocess
 import time
@@ -25,11 +23,14 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import yaml
 
-from .kube import build_tools, free_port, log, tools_env, wait_for
+from testkit.metrics import Totals, request_totals
+from testkit.process import LoggedProcess, free_port
+from testkit.tools import build_tools, log, tools_env
+from testkit.wait import wait_for
 
 CONFIGMAP_PATH = (
     "/clusters/system:shard/api/v1/namespaces/default/configmaps/apiexport-identity-cache"
@@ -50,8 +51,10 @@ class KcpProcess:
     etcd_client_port: int = field(default_factory=free_port)
     etcd_peer_port: int = field(default_factory=free_port)
     extra_args: list[str] = field(default_factory=list)
-    process: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = None
+    process: LoggedProcess = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.process = LoggedProcess(self.root_dir.parent / f"{self.name}.log")
 
     @property
     def base_url(self) -> str:
@@ -60,10 +63,6 @@ class KcpProcess:
     @property
     def admin_kubeconfig(self) -> Path:
         return self.root_dir / "admin.kubeconfig"
-
-    @property
-    def log_path(self) -> Path:
-        return self.root_dir.parent / f"{self.name}.log"
 
     def args(self) -> list[str]:
         return [
@@ -84,41 +83,17 @@ class KcpProcess:
 
     def start(self) -> None:
         self.root_dir.mkdir(parents=True, exist_ok=True)
-        self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen(
-            self.args(),
-            cwd=self.root_dir,
-            stdout=self._log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+        self.process.start(self.args(), cwd=self.root_dir)
 
     def running(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.process.running()
 
     def stop(self, grace: float = 20) -> int | None:
         """SIGTERM the process group, SIGKILL it after ``grace`` seconds."""
-        code: int | None = None
-        if self.process is not None:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGTERM)
-                try:
-                    self.process.wait(grace)
-                except subprocess.TimeoutExpired:
-                    os.killpg(self.process.pid, signal.SIGKILL)
-                    self.process.wait()
-            code = self.process.returncode
-            self.process = None
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        return code
+        return self.process.stop(grace)
 
     def log_tail(self, lines: int = 40) -> str:
-        if not self.log_path.exists():
-            return f"(no log at {self.log_path})"
-        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
-        return f"--- last {len(tail)} lines of {self.log_path} ---\n" + "\n".join(tail)
+        return self.process.log_tail(lines)
 
 
 def _json(raw: bytes) -> dict[str, Any]:
@@ -169,6 +144,12 @@ class ShardedKcp:
                 return answer.status, _json(answer.read())
         except urllib.error.HTTPError as err:
             return err.code, _json(err.read())
+
+    def request_totals(self, shard: KcpProcess) -> Totals:
+        """The API request counters of ``shard`` now (its /metrics)."""
+        status, body = self.request(shard, "GET", "/metrics")
+        assert status == 200, f"GET /metrics on {shard.name}: {status} {body}"
+        return request_totals(body["text"])
 
     def configmap(self, shard: KcpProcess | None = None) -> dict[str, Any] | None:
         """The identity-cache ConfigMap on ``shard`` (default ``shard-1``), or None."""
@@ -230,7 +211,7 @@ def cache_kubeconfig(root: KcpProcess) -> dict[str, Any]:
 def kcp_binaries() -> tuple[Path, Path]:
     """The old kcp and the stand-in without the identitycache controller, built if missing."""
     build_tools("kcp")
-    binary = Path(tools_env(os.environ)["KCP_BINARY"])
+    binary = Path(tools_env()["KCP_BINARY"])
     standin = binary.with_name("kcp-without-identitycache")
     assert binary.exists(), f"{binary} missing after hack/tools.sh build kcp"
     assert standin.exists(), f"{standin} missing: rerun hack/kcp-build.sh"

@@ -6,20 +6,14 @@ Use them from a test module with ``pytest_plugins = ("tests.e2e.kcp_fixture",)``
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from testkit.tools import log
+
+from .capture import uncaptured
 from .kcp import ShardedKcp, kcp_binaries, start_sharded_kcp
-from .kube import log
-
-
-@contextmanager
-def _visible(config: pytest.Config) -> Iterator[None]:
-    """Show progress of the long start-up and teardown while pytest captures output."""
-    with config.pluginmanager.getplugin("capturemanager").global_and_fixture_disabled():
-        yield
 
 
 @pytest.fixture(scope="session")
@@ -27,13 +21,13 @@ def sharded_kcp(
     tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config
 ) -> Iterator[ShardedKcp]:
     """A running root shard and shard-1 (old kcp), stopped at the end of the session."""
-    with _visible(pytestconfig):
+    with uncaptured(pytestconfig):
         binary, _ = kcp_binaries()
         kcp = start_sharded_kcp(tmp_path_factory.mktemp("kcp"), binary)
     try:
         yield kcp
     finally:
-        with _visible(pytestconfig):
+        with uncaptured(pytestconfig):
             kcp.stop()
             log("sharded kcp stopped")
 

@@ -8,7 +8,8 @@ from typing import Any
 
 import yaml
 
-from .kube import wait_for
+from testkit.kube import shard_ready
+from testkit.wait import wait_for
 
 Kubectl = Callable[..., str]
 
@@ -40,25 +41,12 @@ def kcp_container(kubectl: Kubectl, ns: str, shard_name: str) -> dict[str, Any]:
     return container
 
 
-def condition(obj: dict[str, Any], type_: str) -> dict[str, Any]:
-    for cond in obj.get("status", {}).get("conditions", []):
-        if cond["type"] == type_:
-            return dict(cond)
-    return {}
-
-
 def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: float = 90) -> None:
-    def ready() -> bool:
-        obj = get(kubectl, ns, "shard", name)
-        status = obj.get("status", {})
-        return (
-            status.get("version") == version
-            and status.get("phase") == "Ready"
-            and condition(obj, "Ready").get("status") == "True"
-            and status.get("observedGeneration") == obj["metadata"]["generation"]
-        )
-
-    wait_for(ready, timeout, f"Shard {name} Ready at kcp {version}")
+    wait_for(
+        lambda: shard_ready(get(kubectl, ns, "shard", name), version),
+        timeout,
+        f"Shard {name} Ready at kcp {version}",
+    )
 
 
 def patch_spec(kubectl: Kubectl, ns: str, name: str, spec: dict[str, Any]) -> None:

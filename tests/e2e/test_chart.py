@@ -18,26 +18,20 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.chart import CHART, CI_VALUES, RENDER_INSTALL, SAMPLES, render
-
-from .chart_fixtures import (
-    HelmError,
-    helm,
-    rbac_denials,
-    release,
-    running_operator,
-    samples_in,
-    token_cluster,
-)
-from .kube import (
+from testkit.kube import (
     Cluster,
     KubectlError,
     apply_crds,
     create_namespace,
     delete_namespace,
-    log,
-    wait_for,
+    shard_ready,
+    token_cluster,
 )
+from testkit.tools import HelmError, log
+from testkit.wait import wait_for
+from tests.chart import CHART, CI_VALUES, RENDER_INSTALL, SAMPLES, render
+
+from .chart_fixtures import rbac_denials, release, running_operator, samples_in
 
 pytestmark = pytest.mark.e2e
 
@@ -63,18 +57,12 @@ def exists(kubectl: Kubectl, *args: str) -> bool:
     return bool(kubectl("get", *args, "--ignore-not-found", "-o", "name").strip())
 
 
-def ready(kubectl: Kubectl, namespace: str, name: str) -> bool:
-    shard = get(kubectl, "shard", name, "-n", namespace)
-    status = shard.get("status") or {}
-    return bool(
-        status.get("phase") == "Ready"
-        and status.get("version") == shard["spec"]["version"]
-        and status.get("observedGeneration") == shard["metadata"]["generation"]
-    )
-
-
 def wait_ready(kubectl: Kubectl, namespace: str, name: str, timeout: float = 120) -> None:
-    wait_for(lambda: ready(kubectl, namespace, name), timeout, f"Shard {namespace}/{name} Ready")
+    wait_for(
+        lambda: shard_ready(get(kubectl, "shard", name, "-n", namespace)),
+        timeout,
+        f"Shard {namespace}/{name} Ready",
+    )
 
 
 def can_i(as_sa: Cluster, *args: str) -> bool:
@@ -183,8 +171,7 @@ def test_install_and_token_operator_reconciles_the_samples(
                 "the PodDisruptionBudget of shard-1 deleted",
             )
             wait_ready(kubectl, samples_namespace, "shard-1")
-            assert operator.process is not None
-            assert operator.process.poll() is None, operator.log_tail()
+            assert operator.running(), operator.log_tail()
         assert rbac_denials(log_path.read_text()) == []
 
 
@@ -238,8 +225,8 @@ def test_upgrade_with_changed_values(
     with release(cluster, name, namespace, *cluster_wide, "--set", f"peering.name={peering}"):
         as_sa = token_cluster(cluster, namespace, fullname(name), tmp_path / "sa-kubeconfig")
         assert not can_i(as_sa, "patch", f"clusterkopfpeerings/{peering}")
-        helm(
-            cluster, "upgrade", name, chart, "--namespace", namespace,
+        cluster.helm(
+            "upgrade", name, chart, "--namespace", namespace,
             "--wait", "--timeout", "120s",
             "--reuse-values",
             "--set", "replicaCount=2",
@@ -269,8 +256,8 @@ def test_upgrade_with_changed_values(
                 wait_ready(kubectl, namespace, shard)
         assert rbac_denials(log_path.read_text()) == []
 
-        helm(
-            cluster, "upgrade", name, chart, "--namespace", namespace,
+        cluster.helm(
+            "upgrade", name, chart, "--namespace", namespace,
             "--wait", "--timeout", "120s",
             "--reuse-values", "--set", "replicaCount=1",
         )  # fmt: skip
@@ -279,7 +266,7 @@ def test_upgrade_with_changed_values(
         assert "--standalone" in live["spec"]["template"]["spec"]["containers"][0]["args"]
         assert not exists(kubectl, "pdb", deployment, "-n", namespace)
         assert not exists(kubectl, "clusterkopfpeering", peering)
-        history = json.loads(helm(cluster, "history", name, "-n", namespace, "-o", "json"))
+        history = json.loads(cluster.helm("history", name, "-n", namespace, "-o", "json"))
         assert [h["revision"] for h in history] == [1, 2, 3]
         assert history[-1]["status"] == "deployed"
 
@@ -297,7 +284,7 @@ def test_uninstall_keeps_the_crd_and_the_shards(
         assert exists(kubectl, "shard", "from-values", "-n", namespace)
         assert exists(kubectl, "clusterrole", fullname(name))
     with pytest.raises(HelmError, match="not found"):
-        helm(cluster, "status", name, "-n", namespace)
+        cluster.helm("status", name, "-n", namespace)
     assert exists(kubectl, "crd", "shards.kcpshard.dev")
     assert exists(kubectl, "shard", "root", "-n", other_namespace)
     kept = get(kubectl, "shard", "from-values", "-n", namespace)
@@ -344,10 +331,8 @@ def test_two_peered_replicas_reconcile(
             # The active replica crashes (SIGKILL: no goodbye in the peering object); the
             # other one takes over once the crashed one's record expires (--peering-lifetime).
             active, standby = (first, second) if handled[0] else (second, first)
-            assert active.process is not None
             crashed = time.monotonic()
             active.process.kill()
-            active.process.wait()
             kubectl("patch", "-n", namespace, "shard", "root", "--type=merge", "-p",
                     '{"spec": {"extraArgs": ["--v=3"]}}')  # fmt: skip
 
@@ -362,5 +347,4 @@ def test_two_peered_replicas_reconcile(
                 f"{time.monotonic() - crashed:.1f}s (peering lifetime 15 s)")  # fmt: skip
             # Delete the Shards while an operator still runs to remove the finalizers.
             kubectl("delete", "shards", "--all", "-n", namespace, "--timeout=60s", timeout=90)
-            assert standby.process is not None
-            assert standby.process.poll() is None
+            assert standby.running()

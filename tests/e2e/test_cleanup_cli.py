@@ -18,11 +18,17 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.metrics import writes_between
+from testkit.tools import log
+from testkit.wait import wait_for
+
 from .kcp import KcpProcess, ShardedKcp, client_certificate, identity, root_state
-from .kube import log, wait_for
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e
+STAYS_GONE_WINDOW = 10
+"""Seconds the deleted ConfigMap is watched on the stand-in; the old controller writes it
+again at once, within a second of the delete (logged by the test that shows it)."""
 
 
 def cleanup(
@@ -48,13 +54,16 @@ def present(sharded_kcp: ShardedKcp) -> dict[str, Any]:
 
 
 def test_dry_run_changes_nothing(sharded_kcp: ShardedKcp, present: dict[str, Any]) -> None:
+    requests = sharded_kcp.request_totals(sharded_kcp.shard)
     result = cleanup(sharded_kcp.shard.admin_kubeconfig, "--dry-run")
     assert result.returncode == 0, result.stderr
     uid, version = identity(present)
     assert f"uid {uid}, resourceVersion {version}" in result.stdout
     assert "dry run: would delete" in result.stdout
     assert "tenancy.kcp.io" in result.stdout
-    time.sleep(2)
+    # The command has exited: every request it sent is counted.
+    after = sharded_kcp.request_totals(sharded_kcp.shard)
+    assert writes_between(requests, after, ["configmaps"]) == {}
     assert identity(sharded_kcp.configmap()) == (uid, version)
 
 
@@ -158,6 +167,7 @@ def test_old_shard_recreates_a_deleted_configmap(
     """Why the operator waits for the rollout: an old shard writes the ConfigMap again."""
     uid, _ = identity(present)
     result = cleanup(sharded_kcp.shard.admin_kubeconfig)
+    deleted = time.monotonic()
     assert result.returncode == 0, result.stderr
     assert f"deleted ConfigMap default/apiexport-identity-cache in system:shard (uid {uid}" in (
         result.stdout
@@ -168,6 +178,7 @@ def test_old_shard_recreates_a_deleted_configmap(
         return found if found is not None and identity(found)[0] != uid else None
 
     again = wait_for(recreated, 60, "the old controller to recreate the ConfigMap")
+    log(f"measured: the old controller wrote it again {time.monotonic() - deleted:.1f}s later")
     assert set(again["data"]) == set(present["data"])
 
 
@@ -184,11 +195,14 @@ def test_cleanup_after_upgrade(sharded_kcp: ShardedKcp, standin_binary: Path) ->
         stale = sharded_kcp.configmap()
         assert stale is not None, "the upgrade itself must not remove the ConfigMap"
 
+        requests = sharded_kcp.request_totals(sharded_kcp.shard)
         first = cleanup(sharded_kcp.shard.admin_kubeconfig)
         assert first.returncode == 0, first.stderr
         assert f"in system:shard (uid {identity(stale)[0]}" in first.stdout
         assert "deleted ConfigMap" in first.stdout
-        time.sleep(5)
+        # Gone for good: over a window well past the time the old controller takes to write
+        # it again (test_old_shard_recreates_a_deleted_configmap), nothing writes a ConfigMap.
+        time.sleep(STAYS_GONE_WINDOW)
         assert sharded_kcp.configmap() is None
 
         second = cleanup(sharded_kcp.shard.admin_kubeconfig)
@@ -196,6 +210,8 @@ def test_cleanup_after_upgrade(sharded_kcp: ShardedKcp, standin_binary: Path) ->
         assert "no apiexport-identity-cache in system:shard" in second.stdout
         assert "nothing to do" in second.stdout
         assert "deleted" not in second.stdout
+        after = sharded_kcp.request_totals(sharded_kcp.shard)
+        assert writes_between(requests, after, ["configmaps"]) == {"DELETE configmaps": 1}
 
         status, listing = sharded_kcp.request(
             sharded_kcp.shard, "GET", "/clusters/system:shard/api/v1/namespaces/default/configmaps"

@@ -17,9 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.kube import condition
+from testkit.operator_process import RESYNC_WINDOW, OperatorProcess
+from testkit.tools import log
+from testkit.wait import wait_for
+
 from .kcp import ShardedKcp, identity, root_state
-from .kube import OperatorProcess, log, wait_for
-from .shards import Kubectl, apply, condition, events, get, patch_spec, shard, wait_ready
+from .shards import Kubectl, apply, events, get, patch_spec, shard, wait_ready
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
 pytestmark = pytest.mark.e2e
@@ -78,7 +82,8 @@ def test_operator_cleans_only_after_the_upgrade(
     apply(kubectl, namespace, *shards("0.32.3"))
     wait_ready(kubectl, namespace, "root", "0.32.3")
     wait_ready(kubectl, namespace, "shard-1", "0.32.3")
-    time.sleep(5)
+    # Left alone over at least one resync pass: no condition, the same ConfigMap.
+    time.sleep(RESYNC_WINDOW)
     assert cleaned(kubectl, namespace) == {}, "a shard on an old version is left alone"
     assert identity(sharded_kcp.configmap()) == identity(present)
 

@@ -8,7 +8,9 @@ from typing import Any
 
 import pytest
 
-from .kube import HACK, Cluster, KubectlError, apply_crds, wait_for
+from testkit.kube import Cluster, KubectlError, apply_crds, condition
+from testkit.tools import pinned_version
+from testkit.wait import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -54,33 +56,18 @@ spec:
 """
 
 
-def pinned_kubernetes_version() -> str:
-    for line in (HACK / "versions.env").read_text().splitlines():
-        if line.startswith("KUBERNETES_VERSION="):
-            return line.split("=", 1)[1]
-    raise AssertionError("KUBERNETES_VERSION not in hack/versions.env")
-
-
 def get_json(cluster: Cluster, *args: str) -> Any:
     return json.loads(cluster.kubectl("get", *args, "-o", "json"))
 
 
-def condition(obj: Any, kind: str) -> str | None:
-    """The status of condition ``kind`` on ``obj``, or None."""
-    for cond in obj.get("status", {}).get("conditions", []):
-        if cond["type"] == kind:
-            return str(cond["status"])
-    return None
-
-
 def test_control_plane_has_pinned_version_and_ready_nodes(cluster: Cluster) -> None:
-    pinned = pinned_kubernetes_version()
+    pinned = pinned_version("KUBERNETES_VERSION")
     assert json.loads(cluster.kubectl("get", "--raw", "/version"))["gitVersion"] == pinned
     client = json.loads(cluster.kubectl("version", "--client", "-o", "json"))
     assert client["clientVersion"]["gitVersion"] == pinned
     nodes = get_json(cluster, "nodes")["items"]
     assert nodes, "no nodes registered"
-    assert all(condition(n, "Ready") == "True" for n in nodes), nodes
+    assert all(condition(n, "Ready").get("status") == "True" for n in nodes), nodes
 
 
 def test_deployment_rolls_out_and_is_garbage_collected(cluster: Cluster, namespace: str) -> None:
@@ -92,7 +79,7 @@ def test_deployment_rolls_out_and_is_garbage_collected(cluster: Cluster, namespa
     assert len(pods) == 2
     for pod in pods:
         assert pod["status"]["phase"] == "Running"
-        assert condition(pod, "Ready") == "True"
+        assert condition(pod, "Ready").get("status") == "True"
         assert pod["spec"]["nodeName"], "pod not scheduled: is kube-scheduler running?"
     replicasets = get_json(cluster, "replicasets", *ns, "-l", "app=probe")["items"]
     assert len(replicasets) == 1

@@ -9,8 +9,13 @@ from typing import Any
 
 import pytest
 
-from .kube import KubectlError, OperatorProcess, log, wait_for
-from .shards import Kubectl, apply, condition, get, patch_spec, shard, wait_ready
+from testkit.kube import KubectlError, condition
+from testkit.metrics import api_request_totals, writes_between
+from testkit.operator_process import CHILD_RESOURCES, RESYNC_WINDOW, OperatorProcess
+from testkit.tools import log
+from testkit.wait import wait_for
+
+from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
 
 pytestmark = pytest.mark.e2e
 MARKER = "MARKER-7f3a-SECRET"
@@ -119,9 +124,15 @@ def test_sidecar_and_env_added_by_hand_are_removed_in_one_pass(
     assert updated >= 1
     writes = operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)")
     assert writes == 1, "converged in one write"
-    # Quiet afterwards: no spec write and no further Event over more than one resync period
-    # (the Deployment controller still updates the status while it rolls the pods back).
-    time.sleep(40)
+    # Quiet afterwards: no write of a child and no further Event over a window with at least
+    # one resync pass (the Deployment controller still updates the status, a subresource, while
+    # it rolls the pods back).
+    requests = api_request_totals(operator_process.cluster)
+    time.sleep(RESYNC_WINDOW)
+    written = writes_between(
+        requests, api_request_totals(operator_process.cluster), CHILD_RESOURCES
+    )
+    assert written == {}, f"writes after the one that put the Deployment back: {written}"
     after = get(kubectl, namespace, "deployment", "root-kcp")
     assert after["metadata"]["generation"] == dep["metadata"]["generation"]
     assert operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)") == writes

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from .kube import OperatorProcess, http_ok
+from testkit.operator_process import OperatorProcess
+from testkit.process import http_ok
 
 pytestmark = pytest.mark.e2e
 

@@ -12,13 +12,15 @@ from typing import Any
 import pytest
 import yaml
 
+from testkit.kube import KubectlError, condition
+from testkit.metrics import api_request_totals, writes_between
+from testkit.operator_process import CHILD_RESOURCES, RESYNC_WINDOW, OperatorProcess
+from testkit.wait import wait_for
 from tests.numeric_hash import numeric_hash_shard
 
-from .kube import KubectlError, OperatorProcess, wait_for
 from .shards import (
     Kubectl,
     apply,
-    condition,
     events,
     get,
     kcp_container,
@@ -95,7 +97,10 @@ def test_non_root_waits_for_its_root(
         return cond.get("reason") == "WaitingForRootShard"
 
     wait_for(waiting, 60, "shard-1 to wait for its root shard")
-    time.sleep(5)
+    held = get(kubectl, namespace, "deployment", "shard-1-kcp")["metadata"]["generation"]
+    # Still waiting after at least one resync pass: no pass rolled shard-1 meanwhile.
+    time.sleep(RESYNC_WINDOW)
+    assert get(kubectl, namespace, "deployment", "shard-1-kcp")["metadata"]["generation"] == held
     assert template_version(kubectl, namespace, "shard-1") == "0.32.3"
     assert get(kubectl, namespace, "shard", "root")["status"]["version"] == "0.32.3"
     assert get(kubectl, namespace, "shard", "shard-1")["status"]["phase"] == "WaitingForRootShard"
@@ -155,8 +160,15 @@ def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
     apply(kubectl, namespace, shard("root", "0.34.0"))
     wait_ready(kubectl, namespace, "root", "0.34.0")
     before = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
+    requests = api_request_totals(operator_process.cluster)
     kubectl("annotate", "-n", namespace, "shard", "root", "touched=1")
-    time.sleep(5)
+    # The pass the annotation starts and at least one resync pass: no request writes a child
+    # (the API server's counters also show writes that change nothing).
+    time.sleep(RESYNC_WINDOW)
+    written = writes_between(
+        requests, api_request_totals(operator_process.cluster), CHILD_RESOURCES
+    )
+    assert written == {}, f"the operator wrote children that were in sync: {written}"
     after = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
     assert after == before, "the operator rewrote a Deployment that was already in sync"
 

@@ -9,25 +9,17 @@ The session starts its own kind cluster (``hack/cluster.sh`` with ``CLUSTER=kind
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from testkit.cluster import cluster_down, cluster_script_env, cluster_up
+from testkit.kube import Cluster
+from testkit.tools import HACK, build_tools, helm, log, run_visible
 from tests.chart import CHART
-from tests.e2e.chart_fixtures import helm
-from tests.e2e.conftest import _uncaptured
-from tests.e2e.kube import (
-    HACK,
-    Cluster,
-    build_tools,
-    cluster_script_env,
-    log,
-    run_visible,
-    tools_env,
-)
+from tests.e2e.capture import uncaptured
 
 from .kind import OPERATOR_NAMESPACE, RELEASE, image_names
 
@@ -42,21 +34,21 @@ def kind_cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
         script_env["CLUSTER_KUBECONFIG"] = os.environ["KUBECONFIG"]
     started = time.monotonic()
     try:
-        with _uncaptured(pytestconfig):
+        with uncaptured(pytestconfig):
             build_tools("kubernetes", "helm")
-            if not existing:
-                run_visible([str(HACK / "cluster.sh"), "up"], env=script_env)
+            if existing:
+                cluster = Cluster.at(Path(script_env["CLUSTER_KUBECONFIG"]))
+            else:
+                cluster = cluster_up(script_env)
             run_visible([str(HACK / "image.sh"), "operator"])
             run_visible([str(HACK / "image.sh"), "kcp"])
             run_visible([str(HACK / "kind.sh"), "load", name, *image_names()[:2]])
             log(f"kind cluster {name} with images ready in {time.monotonic() - started:.0f}s")
-        env = tools_env(os.environ)
-        env["KUBECONFIG"] = script_env["CLUSTER_KUBECONFIG"]
-        yield Cluster(kubeconfig=Path(env["KUBECONFIG"]), env=env)
+        yield cluster
     finally:
         if not existing and os.environ.get("E2E_KEEP_CLUSTER") != "1":
-            with _uncaptured(pytestconfig):
-                run_visible([str(HACK / "cluster.sh"), "down"], env=script_env)
+            with uncaptured(pytestconfig):
+                cluster_down(script_env)
 
 
 @pytest.fixture(scope="session")
@@ -64,10 +56,10 @@ def operator_release(kind_cluster: Cluster, pytestconfig: pytest.Config) -> Iter
     """The chart installed with ``helm install --wait``: the operator runs in-cluster from its
     image (``pullPolicy: Never``, so only the image loaded into the node can run)."""
     args = ["--namespace", OPERATOR_NAMESPACE, "--create-namespace", "--wait", "--timeout", "300s"]
-    with _uncaptured(pytestconfig):
+    with uncaptured(pytestconfig):
         log(f"helm install {RELEASE} (operator image {image_names()[0]})")
-        helm(
-            kind_cluster, "upgrade", "--install", RELEASE, str(CHART), *args,
+        kind_cluster.helm(
+            "upgrade", "--install", RELEASE, str(CHART), *args,
             # Each test makes its own namespace: watch them all (the chart's opt-in mode).
             "--set", "image.pullPolicy=Never", "--set", "operator.logFormat=full",
             "--set", "clusterWide=true", timeout=400,
@@ -82,9 +74,5 @@ def operator_release(kind_cluster: Cluster, pytestconfig: pytest.Config) -> Iter
             )  # fmt: skip
     yield RELEASE
     if os.environ.get("E2E_KEEP_CLUSTER") != "1":
-        subprocess.run(
-            ["helm", "uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait"],
-            env=dict(kind_cluster.env),
-            check=False,
-            capture_output=True,
-        )
+        uninstall = ("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait")
+        helm(kind_cluster.env, *uninstall, check=False)

@@ -13,7 +13,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from tests.e2e.kube import HACK, Cluster, free_port, log, wait_for
+from testkit.kube import Cluster, condition
+from testkit.process import free_port
+from testkit.tools import HACK, log
+from testkit.wait import wait_for
 from tests.e2e.pki import (
     CACHE_KUBECONFIG_SECRET,
     CLIENT_CA_SECRET,
@@ -115,10 +118,7 @@ def pods(cluster: Cluster, namespace: str, shard: str) -> list[dict[str, Any]]:
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
-    return any(
-        c["type"] == "Ready" and c["status"] == "True"
-        for c in pod.get("status", {}).get("conditions", [])
-    )
+    return condition(pod, "Ready").get("status") == "True"
 
 
 def describe_failure(cluster: Cluster, namespace: str) -> str:

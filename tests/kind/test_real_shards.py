@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.e2e.kube import Cluster, create_namespace, delete_namespace, log, wait_for
+from testkit.kube import Cluster, create_namespace, delete_namespace
+from testkit.tools import log
+from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
 from .kind import (

@@ -34,15 +34,10 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.e2e.kube import (
-    HACK,
-    Cluster,
-    KubectlError,
-    create_namespace,
-    log,
-    run_visible,
-    wait_for,
-)
+from testkit.kube import Cluster, KubectlError, condition, create_namespace, shard_ready
+from testkit.operator_process import RESYNC_WINDOW
+from testkit.tools import HACK, log, run_visible
+from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
 from .kind import (
@@ -60,9 +55,10 @@ OLD, NEW = "0.27.1", "0.28.0"
 SHARDS = ("root", "shard-1")
 REPLICAS = 2
 ROLL_TIMEOUT = 900
-REFUSAL_WATCH = 40
-"""Seconds the timeline keeps sampling after the refusal: long enough for the Deployment
-controller to have started a pod on the refused version, had the operator asked for one."""
+REFUSAL_WATCH = RESYNC_WINDOW
+"""Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
+Shard, and long enough for the Deployment controller to have started a pod on the refused
+version, had the operator asked for one."""
 OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
 FLAG = "--root-shard-kubeconfig-file"
 
@@ -315,14 +311,16 @@ def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[
     kind_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
+def shard_object(cluster: Cluster, namespace: str, shard: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "shard", shard, "-n", namespace, "-o", "json")
+    )
+    return obj
+
+
 def wait_version(cluster: Cluster, namespace: str, version: str, timeout: float) -> None:
     def done() -> bool:
-        for shard in SHARDS:
-            obj = json.loads(cluster.kubectl("get", "shard", shard, "-n", namespace, "-o", "json"))
-            status = obj.get("status", {})
-            if status.get("version") != version or status.get("phase") != "Ready":
-                return False
-        return True
+        return all(shard_ready(shard_object(cluster, namespace, s), version) for s in SHARDS)
 
     wait_for(done, timeout, f"both Shards Ready at kcp {version}", interval=3)
 
@@ -336,9 +334,7 @@ def bump(cluster: Cluster, namespace: str, version: str) -> None:
 
 
 def condition_of(cluster: Cluster, namespace: str, shard: str, type_: str) -> dict[str, Any]:
-    obj = json.loads(cluster.kubectl("get", "shard", shard, "-n", namespace, "-o", "json"))
-    conditions = obj.get("status", {}).get("conditions") or []
-    return next((c for c in conditions if c["type"] == type_), {})
+    return condition(shard_object(cluster, namespace, shard), type_)
 
 
 def wait_refused(cluster: Cluster, namespace: str, timeout: float) -> None:

@@ -1,0 +1,142 @@
+"""A reachable cluster: kubectl and helm against it, namespaces, CRDs, credentials, conditions."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .tools import helm, tools_env
+
+Obj = dict[str, Any]
+
+
+class KubectlError(RuntimeError):
+    """A kubectl call that exited non-zero."""
+
+    def __init__(self, args: tuple[str, ...], returncode: int, stderr: str) -> None:
+        super().__init__(f"kubectl {' '.join(args)} exited {returncode}: {stderr.strip()}")
+        self.returncode = returncode
+        self.stderr = stderr
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A reachable cluster: its kubeconfig and the environment to run tools against it."""
+
+    kubeconfig: Path
+    env: Mapping[str, str]
+
+    @classmethod
+    def at(cls, kubeconfig: Path) -> Cluster:
+        """The cluster of ``kubeconfig``, with the pinned tools on PATH."""
+        return cls(kubeconfig=kubeconfig, env={**tools_env(), "KUBECONFIG": str(kubeconfig)})
+
+    def kubectl(self, *args: str, stdin: str | None = None, timeout: float = 120) -> str:
+        """Run kubectl against the cluster and return its stdout; raise KubectlError on failure."""
+        proc = subprocess.run(
+            ["kubectl", *args],
+            env=dict(self.env),
+            input=stdin,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+        if proc.returncode != 0:
+            raise KubectlError(args, proc.returncode, proc.stderr)
+        return proc.stdout
+
+    def helm(self, *args: str, timeout: float = 300) -> str:
+        """Run helm against the cluster and return its stdout; raise HelmError on failure."""
+        return helm(self.env, *args, timeout=timeout).stdout
+
+
+def unique_name(prefix: str) -> str:
+    """A DNS-1123 label ``<prefix>-<6 hex>``, at most 63 characters."""
+    cleaned = "".join(c if c.isalnum() else "-" for c in prefix.lower()).strip("-")
+    return f"{cleaned[:52].rstrip('-')}-{secrets.token_hex(3)}"
+
+
+def create_namespace(cluster: Cluster, prefix: str) -> str:
+    """Create a fresh namespace named after ``prefix`` and return its name."""
+    name = unique_name(prefix)
+    cluster.kubectl("create", "namespace", name)
+    return name
+
+
+def delete_namespace(cluster: Cluster, name: str) -> None:
+    """Delete a namespace without waiting for its finalization."""
+    cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+def apply_crds(cluster: Cluster, path: Path, timeout: float = 60) -> list[str]:
+    """Apply the CRDs in ``path`` and wait until each is Established; return their names."""
+    with path.open() as stream:
+        docs = [doc for doc in yaml.safe_load_all(stream) if doc]
+    names = [
+        str(doc["metadata"]["name"])
+        for doc in docs
+        if doc.get("kind") == "CustomResourceDefinition"
+    ]
+    assert names, f"no CustomResourceDefinition in {path}"
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+    cluster.kubectl(
+        "wait",
+        "--for=condition=Established",
+        f"--timeout={timeout:g}s",
+        *(f"crd/{name}" for name in names),
+    )
+    return names
+
+
+def token_cluster(
+    cluster: Cluster, namespace: str, service_account: str, path: Path, duration: str = "1h"
+) -> Cluster:
+    """The cluster as ServiceAccount ``namespace/service_account``, with a fresh token whose
+    kubeconfig is written to ``path``."""
+    token = cluster.kubectl(
+        "create", "token", service_account, "--namespace", namespace, "--duration", duration
+    ).strip()
+    admin = json.loads(
+        cluster.kubectl("config", "view", "--raw", "--minify", "--flatten", "-o", "json")
+    )
+    entry = admin["clusters"][0]
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [entry],
+        "users": [{"name": service_account, "user": {"token": token}}],
+        "contexts": [
+            {"name": "sa", "context": {"cluster": entry["name"], "user": service_account}}
+        ],
+        "current-context": "sa",
+    }
+    path.write_text(yaml.safe_dump(config))
+    path.chmod(0o600)
+    return Cluster(kubeconfig=path, env={**cluster.env, "KUBECONFIG": str(path)})
+
+
+def condition(obj: Obj, type_: str) -> Obj:
+    """The status condition ``type_`` of ``obj``, or ``{}``."""
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == type_:
+            return dict(cond)
+    return {}
+
+
+def shard_ready(obj: Obj, version: str | None = None) -> bool:
+    """Whether a Shard reports Ready, for its current generation, at ``version`` (default the
+    version of its spec)."""
+    status = obj.get("status") or {}
+    return bool(
+        status.get("phase") == "Ready"
+        and condition(obj, "Ready").get("status") == "True"
+        and status.get("version") == (version or obj["spec"]["version"])
+        and status.get("observedGeneration") == obj["metadata"]["generation"]
+    )

@@ -1,0 +1,69 @@
+"""The operator as a local process against a cluster (``kcp-shard-operator run``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from kcp_shard_operator.controller.handlers import CHILD_KINDS, RESYNC_SECONDS
+
+from .kube import Cluster
+from .process import LoggedProcess, free_port, http_ok
+from .wait import WaitTimeoutError, wait_for
+
+RESYNC_WINDOW = RESYNC_SECONDS + 10
+"""Seconds an absence check watches the operator: its timer passes each Shard again at most
+RESYNC_SECONDS after the previous pass ended, so at least one resync pass of every Shard falls
+in the window (10 s for the pass itself on a busy machine)."""
+CHILD_RESOURCES = tuple(plural for _, _, plural in CHILD_KINDS)
+"""The API resources of the objects the operator makes for a Shard."""
+
+
+class OperatorProcess:
+    """``kcp-shard-operator run <args>`` with ``cluster``'s environment, logging to a file."""
+
+    def __init__(self, cluster: Cluster, args: list[str], log_path: Path) -> None:
+        self.cluster = cluster
+        self.args = args
+        self.port = free_port()
+        self.process = LoggedProcess(log_path)
+
+    @property
+    def log_path(self) -> Path:
+        return self.process.log_path
+
+    @property
+    def healthz(self) -> str:
+        return f"http://127.0.0.1:{self.port}/healthz"
+
+    def start(self, timeout: float = 60) -> None:
+        """Start the operator and wait for its liveness endpoint."""
+        exe = Path(sys.executable).parent / "kcp-shard-operator"
+        assert exe.exists(), f"{exe} missing: run `make install`"
+        cmd = [str(exe), "run", *self.args, "--liveness-port", str(self.port)]
+        self.process.start(cmd, env={**self.cluster.env, "PYTHONUNBUFFERED": "1"})
+
+        def healthy() -> bool:
+            popen = self.process.popen
+            if popen is not None and popen.poll() is not None:
+                raise AssertionError(
+                    f"operator exited with {popen.returncode} before becoming healthy:\n"
+                    + self.log_tail()
+                )
+            return http_ok(self.healthz)
+
+        try:
+            wait_for(healthy, timeout, f"operator liveness at {self.healthz}")
+        except WaitTimeoutError as err:
+            raise WaitTimeoutError(f"{err}\n{self.log_tail()}") from None
+
+    def running(self) -> bool:
+        return self.process.running()
+
+    def stop(self, grace: float = 15) -> int | None:
+        """SIGTERM the operator, SIGKILL it after ``grace`` seconds; return its exit code."""
+        return self.process.stop(grace)
+
+    def log_tail(self, lines: int = 60) -> str:
+        """The last ``lines`` lines of the operator log."""
+        return self.process.log_tail(lines)

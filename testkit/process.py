@@ -1,0 +1,86 @@
+"""A local process in its own session with its output in a log file; free ports, liveness."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def http_ok(url: str) -> bool:
+    """Whether ``url`` answers 200."""
+    try:
+        with urllib.request.urlopen(url, timeout=2) as response:
+            return bool(response.status == 200)
+    except (urllib.error.URLError, ConnectionError, TimeoutError):
+        return False
+
+
+class LoggedProcess:
+    """One process at a time, started in a session of its own, appending to ``log_path``."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.log_path = log_path
+        self.popen: subprocess.Popen[bytes] | None = None
+        self._log: IO[bytes] | None = None
+
+    def start(
+        self, cmd: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
+    ) -> None:
+        self._log = self.log_path.open("ab")
+        self.popen = subprocess.Popen(
+            cmd,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL the process group and reap the process: a crash, no clean shutdown."""
+        assert self.popen is not None, "not started"
+        os.killpg(self.popen.pid, signal.SIGKILL)
+        self.popen.wait()
+
+    def stop(self, grace: float) -> int | None:
+        """SIGTERM the process group, SIGKILL it after ``grace`` seconds; return the exit code
+        (None when nothing was started since the last stop)."""
+        code: int | None = None
+        if self.popen is not None:
+            if self.popen.poll() is None:
+                os.killpg(self.popen.pid, signal.SIGTERM)
+                try:
+                    self.popen.wait(grace)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+            code = self.popen.returncode
+            self.popen = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        return code
+
+    def log_tail(self, lines: int) -> str:
+        """The last ``lines`` lines of the log."""
+        if not self.log_path.exists():
+            return f"(no log at {self.log_path})"
+        tail = self.log_path.read_text(errors="replace").splitlines()[-lines:]
+        return f"--- last {len(tail)} lines of {self.log_path} ---\n" + "\n".join(tail)
