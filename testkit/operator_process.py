@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from kcp_shard_operator.controller.handlers import CHILD_KINDS, RESYNC_SECONDS
+from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
+from kcp_shard_operator.controller.reconcile import CHILD_KINDS
 
 from .kube import Cluster
 from .process import LoggedProcess, free_port, http_ok
