@@ -27,7 +27,7 @@ from testkit.cluster import (
     process_alive,
     session_cluster_name,
 )
-from testkit.kube import Cluster, apply_crds, create_namespace, delete_namespace
+from testkit.kube import Cluster, KubectlError, apply_crds, create_namespace, delete_namespace
 from testkit.operator_process import OperatorProcess
 from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 
@@ -136,7 +136,11 @@ def operator_process(
     tmp_path: Path,
     request: pytest.FixtureRequest,
 ) -> Iterator[OperatorProcess]:
-    """The operator as a local process watching ``namespace``; prints its log tail on failure."""
+    """The operator as a local process watching ``namespace``; prints its log tail on failure.
+
+    The test's Shards are deleted while the operator still runs, so it removes their finalizer
+    and the namespace can finish deleting (else its controller retries for the whole session).
+    """
     operator = OperatorProcess(
         cluster=cluster,
         args=["--namespace", namespace, "--standalone"],
@@ -146,6 +150,14 @@ def operator_process(
         operator.start()
         yield operator
     finally:
+        if operator.running():
+            try:
+                cluster.kubectl(
+                    "delete", "shards", "--all", "-n", namespace, "--ignore-not-found",
+                    "--timeout=30s", timeout=45,
+                )  # fmt: skip
+            except KubectlError as err:
+                log(f"could not delete the Shards in {namespace}: {err}")
         code = operator.stop()
         if _failed(request):
             print(f"operator exit code: {code}\n{operator.log_tail()}")
