@@ -41,8 +41,6 @@ REFUSED_TWICE = {"apply": [refused(), refused()]}
          ["apply", "apply", "replace", "delete", "apply"], "recreated"),
         ("PodDisruptionBudget", {**REFUSED_TWICE, "replace": [refused()]},
          ["apply", "apply", "replace", "delete", "apply"], "recreated"),
-        ("Service", {**REFUSED_TWICE, "replace": [conflict()]},
-         ["apply", "apply", "replace", "delete", "apply"], "recreated"),
     ],
 )  # fmt: skip
 def test_a_refused_write_falls_back_step_by_step(
@@ -68,6 +66,18 @@ def test_a_deployment_is_never_deleted(error: RefusedError) -> None:
         write_child(context(kube), child, live)
     assert raised.value is error
     assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace"]
+
+
+@pytest.mark.parametrize("kind", ["Service", "PodDisruptionBudget"])
+def test_a_conflicting_replace_is_not_followed_by_a_recreate(kind: str) -> None:
+    child = CHILDREN[kind]
+    kube, live = served(child)
+    kube.fail("apply", kind, refused(), refused())
+    kube.fail("replace", kind, conflict())
+    with pytest.raises(RefusedError, match="409"):
+        write_child(context(kube), child, live)
+    assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace"]
+    assert kube.objects[(kind, "ns", child["metadata"]["name"])] == live
 
 
 def test_a_replace_from_a_stale_read_conflicts() -> None:

@@ -15,6 +15,7 @@ from kcp_shard_operator.core.status import events_between
 from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"
+CONFLICT = 409
 
 
 def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str]:
@@ -48,8 +49,10 @@ def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str
 def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
     try:
         return ctx.kube.replace(replacement(child, live)), "replaced"
-    except RefusedError:
-        if child["kind"] not in RECREATABLE_KINDS:
+    except RefusedError as err:
+        # A conflict says the read was stale, not that the object cannot take the rendering:
+        # the next pass reads again. Recreating would give a Service a new cluster IP.
+        if child["kind"] not in RECREATABLE_KINDS or err.status == CONFLICT:
             raise
     meta = child["metadata"]
     ctx.kube.delete(child["apiVersion"], child["kind"], meta["namespace"], meta["name"])
