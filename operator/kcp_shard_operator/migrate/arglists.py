@@ -101,7 +101,7 @@ def _remove_flag(
     loc: Locator, seq: SequenceNode, occ: FlagOccurrence, gate: FlagGate, visit: Visit
 ) -> None:
     indices = set(range(occ.index, occ.index + occ.length))
-    aliased = {i for i in indices if loc.is_alias_use(seq, i)}
+    aliased = loc.alias_uses(seq, indices)
     loc.plan.remove_items(seq, indices, aliased)
     shown = occ.text
     if occ.length == 1 and occ.value is None:

@@ -91,8 +91,10 @@ class Locator:
     def find(self, node: Node, path: tuple[Segment, ...], message: str) -> Finding:
         return Finding(self.src.line_no(node.start_mark.index), format_path(path), message)
 
-    def is_alias_use(self, seq: SequenceNode, index: int) -> bool:
-        return item_spans(self.src, self.aliases, seq)[index][2]
+    def alias_uses(self, seq: SequenceNode, indices: set[int]) -> set[int]:
+        """Which of the items at ``indices`` are alias uses (``*name``); one pass over ``seq``."""
+        spans = item_spans(self.src, self.aliases, seq)
+        return {i for i in indices if spans[i][2]}
 
     def index(self, visit: Visit) -> None:
         """Index one node: where a scalar or flow collection ends, what a mapping holds."""
