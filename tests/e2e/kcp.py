@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 import ssl
 import subprocess
 import time
@@ -38,6 +39,11 @@ CONFIGMAP_PATH = (
 START_TIMEOUT = 240.0
 ROOT_LOGICALCLUSTER = "/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
 ROOT_EXPORTS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apiexports"
+PORT_TAKEN = "address already in use"
+
+
+class PortTakenError(AssertionError):
+    """kcp exited because a port it was given was taken before it could bind it."""
 
 
 @dataclass
@@ -84,6 +90,11 @@ class KcpProcess:
     def start(self) -> None:
         self.root_dir.mkdir(parents=True, exist_ok=True)
         self.process.start(self.args(), cwd=self.root_dir)
+
+    def start_over(self) -> None:
+        """Forget a first start that failed: new ports and an empty root directory."""
+        self.port, self.etcd_client_port, self.etcd_peer_port = (free_port() for _ in range(3))
+        shutil.rmtree(self.root_dir, ignore_errors=True)
 
     def running(self) -> bool:
         return self.process.running()
@@ -161,7 +172,12 @@ class ShardedKcp:
 
     def ready(self, shard: KcpProcess) -> bool:
         if not shard.running():
+            tail = shard.log_tail(5)
+            if PORT_TAKEN in tail:
+                raise PortTakenError(f"kcp {shard.name}: {PORT_TAKEN}\n{tail}")
             raise AssertionError(f"kcp {shard.name} exited:\n{shard.log_tail()}")
+        if not shard.admin_kubeconfig.exists():
+            return False
         try:
             return self.request(shard, "GET", "/readyz")[0] == 200
         except OSError:
@@ -170,12 +186,24 @@ class ShardedKcp:
     def wait_ready(self, shard: KcpProcess, timeout: float = START_TIMEOUT) -> float:
         """Wait for admin.kubeconfig and /readyz; return the seconds it took."""
         start = time.monotonic()
-        wait_for(
-            lambda: shard.admin_kubeconfig.exists() and self.ready(shard),
-            timeout,
-            f"kcp {shard.name} /readyz",
-        )
+        wait_for(lambda: self.ready(shard), timeout, f"kcp {shard.name} /readyz")
         return time.monotonic() - start
+
+    def start_new(self, shard: KcpProcess, attempts: int = 3) -> float:
+        """Start ``shard`` on a new root directory and wait for /readyz; return the seconds it took.
+
+        ``free_port`` only knows a port was free a moment ago: a connection's ephemeral port can
+        take it before kcp binds it. Then kcp exits at once and is started on other ports.
+        """
+        for _ in range(attempts - 1):
+            shard.start()
+            try:
+                return self.wait_ready(shard)
+            except PortTakenError as err:
+                log(f"{err.args[0].splitlines()[0]}; starting it again on other ports")
+                shard.start_over()
+        shard.start()
+        return self.wait_ready(shard)
 
     def restart_shard(self, binary: Path) -> float:
         """Restart ``shard-1`` on its data with ``binary``; return the seconds until ready."""
@@ -255,9 +283,8 @@ def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
     shard = KcpProcess("shard-1", binary, workdir / "shard-1")
     kcp = ShardedKcp(workdir, root, shard)
     try:
-        log(f"starting kcp root shard on {root.base_url} ({binary})")
-        root.start()
-        log(f"kcp root shard ready in {kcp.wait_ready(root):.1f}s")
+        log(f"starting kcp root shard ({binary})")
+        log(f"kcp root shard ready on {root.base_url} in {kcp.start_new(root):.1f}s")
         cache = workdir / "cache.kubeconfig"
         cache.write_text(yaml.safe_dump(cache_kubeconfig(root)))
         cache.chmod(0o600)
@@ -268,9 +295,8 @@ def start_sharded_kcp(workdir: Path, binary: Path) -> ShardedKcp:
             f"--cache-kubeconfig={cache}",
             f"--client-ca-file={client_ca}",
         ]
-        log(f"starting kcp shard-1 on {shard.base_url}")
-        shard.start()
-        log(f"kcp shard-1 ready in {kcp.wait_ready(shard):.1f}s")
+        log("starting kcp shard-1")
+        log(f"kcp shard-1 ready on {shard.base_url} in {kcp.start_new(shard):.1f}s")
         wait_for(kcp.configmap, 120, "apiexport-identity-cache on shard-1")
         log(f"sharded kcp up, ConfigMap written, {time.monotonic() - began:.1f}s in total")
     except BaseException:
