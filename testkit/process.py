@@ -12,9 +12,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+PORT_TAKEN = "address already in use"
+
+
+class PortTakenError(AssertionError):
+    """A process exited because a port from :func:`free_port` was taken before it bound it:
+    the port was free a moment ago, but a connection's ephemeral port can take it since."""
+
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago (see :class:`PortTakenError`)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from testkit.metrics import Totals, request_totals
-from testkit.process import LoggedProcess, free_port
+from testkit.process import PORT_TAKEN, LoggedProcess, PortTakenError, free_port
 from testkit.tools import build_tools, log, tools_env
 from testkit.wait import wait_for
 
@@ -39,11 +39,6 @@ CONFIGMAP_PATH = (
 START_TIMEOUT = 240.0
 ROOT_LOGICALCLUSTER = "/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
 ROOT_EXPORTS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apiexports"
-PORT_TAKEN = "address already in use"
-
-
-class PortTakenError(AssertionError):
-    """kcp exited because a port it was given was taken before it could bind it."""
 
 
 @dataclass
@@ -192,8 +187,8 @@ class ShardedKcp:
     def start_new(self, shard: KcpProcess, attempts: int = 3) -> float:
         """Start ``shard`` on a new root directory and wait for /readyz; return the seconds it took.
 
-        ``free_port`` only knows a port was free a moment ago: a connection's ephemeral port can
-        take it before kcp binds it. Then kcp exits at once and is started on other ports.
+        When a port from ``free_port`` was taken meanwhile, kcp exits at once and is started
+        on other ports.
         """
         for _ in range(attempts - 1):
             shard.start()
