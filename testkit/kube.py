@@ -12,7 +12,7 @@ from typing import Any
 
 import yaml
 
-from .tools import helm, tools_env
+from .tools import helm, log, tools_env
 
 Obj = dict[str, Any]
 
@@ -73,6 +73,18 @@ def create_namespace(cluster: Cluster, prefix: str) -> str:
 def delete_namespace(cluster: Cluster, name: str) -> None:
     """Delete a namespace without waiting for its finalization."""
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
+
+
+def delete_shards(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
+    """Delete the Shards in ``namespace`` while the operator still runs, so it removes their
+    finalizer and the namespace can go; a failure is logged, not raised (this is cleanup)."""
+    try:
+        cluster.kubectl(
+            "delete", "shards", "--all", "-n", namespace, "--ignore-not-found",
+            f"--timeout={timeout:g}s", timeout=timeout + 30,
+        )  # fmt: skip
+    except KubectlError as err:
+        log(f"could not delete the Shards in {namespace}: {err}")
 
 
 def apply_crds(cluster: Cluster, path: Path, timeout: float = 60) -> list[str]:

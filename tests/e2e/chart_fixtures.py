@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from testkit.kube import Cluster, KubectlError
+from testkit.kube import Cluster, delete_shards
 from testkit.operator_process import OperatorProcess
 from testkit.tools import log
 from tests.chart import CHART, SAMPLES
@@ -67,11 +67,5 @@ def running_operator(
         yield operator
     finally:
         for namespace in namespaces:
-            try:
-                admin.kubectl(
-                    "delete", "shards", "--all", "-n", namespace, "--ignore-not-found",
-                    "--timeout=60s", timeout=90,
-                )  # fmt: skip
-            except KubectlError as err:
-                log(f"could not delete the Shards in {namespace}: {err}")
+            delete_shards(admin, namespace)
         operator.stop()

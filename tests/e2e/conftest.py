@@ -27,7 +27,13 @@ from testkit.cluster import (
     process_alive,
     session_cluster_name,
 )
-from testkit.kube import Cluster, KubectlError, apply_crds, create_namespace, delete_namespace
+from testkit.kube import (
+    Cluster,
+    apply_crds,
+    create_namespace,
+    delete_namespace,
+    delete_shards,
+)
 from testkit.operator_process import OperatorProcess
 from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 
@@ -151,13 +157,7 @@ def operator_process(
         yield operator
     finally:
         if operator.running():
-            try:
-                cluster.kubectl(
-                    "delete", "shards", "--all", "-n", namespace, "--ignore-not-found",
-                    "--timeout=30s", timeout=45,
-                )  # fmt: skip
-            except KubectlError as err:
-                log(f"could not delete the Shards in {namespace}: {err}")
+            delete_shards(cluster, namespace, timeout=30)
         code = operator.stop()
         if _failed(request):
             print(f"operator exit code: {code}\n{operator.log_tail()}")
