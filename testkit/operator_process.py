@@ -9,7 +9,7 @@ from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
 from kcp_shard_operator.controller.reconcile import CHILD_KINDS
 
 from .kube import Cluster
-from .process import PORT_TAKEN, LoggedProcess, PortTakenError, free_port, http_ok
+from .process import LoggedProcess, free_port, http_ok, on_free_ports
 from .wait import WaitTimeoutError, wait_for
 
 RESYNC_WINDOW = RESYNC_SECONDS + 10
@@ -37,16 +37,14 @@ class OperatorProcess:
     def healthz(self) -> str:
         return f"http://127.0.0.1:{self.port}/healthz"
 
-    def start(self, timeout: float = 60, attempts: int = 3) -> None:
+    def start(self, timeout: float = 60) -> None:
         """Start the operator and wait for its liveness endpoint; when its liveness port was
         taken meanwhile, start it again on another."""
-        for _ in range(attempts - 1):
-            try:
-                self._start(timeout)
-                return
-            except PortTakenError:
-                self.port = free_port()
-        self._start(timeout)
+        on_free_ports(lambda: self._start(timeout), self._start_over)
+
+    def _start_over(self) -> None:
+        self.process.stop(0)
+        self.port = free_port()
 
     def _start(self, timeout: float) -> None:
         exe = Path(sys.executable).parent / "kcp-shard-operator"
@@ -55,14 +53,7 @@ class OperatorProcess:
         self.process.start(cmd, env={**self.cluster.env, "PYTHONUNBUFFERED": "1"})
 
         def healthy() -> bool:
-            popen = self.process.popen
-            if popen is not None and popen.poll() is not None:
-                if PORT_TAKEN in self.log_tail(20):
-                    raise PortTakenError(f"liveness port {self.port}: {PORT_TAKEN}")
-                raise AssertionError(
-                    f"operator exited with {popen.returncode} before becoming healthy:\n"
-                    + self.log_tail()
-                )
+            self.process.check_running("the operator, before becoming healthy")
             return http_ok(self.healthz)
 
         try:

@@ -8,9 +8,13 @@ import socket
 import subprocess
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import IO
+from typing import IO, TypeVar
+
+from .tools import log
+
+T = TypeVar("T")
 
 PORT_TAKEN = "address already in use"
 
@@ -26,6 +30,17 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def on_free_ports(start: Callable[[], T], start_over: Callable[[], None], attempts: int = 3) -> T:
+    """``start()``; after a :class:`PortTakenError`, ``start_over()`` (new ports) and again."""
+    for _ in range(attempts - 1):
+        try:
+            return start()
+        except PortTakenError as err:
+            log(f"{err}; starting it again on other ports")
+            start_over()
+    return start()
 
 
 def http_ok(url: str) -> bool:
@@ -44,10 +59,12 @@ class LoggedProcess:
         self.log_path = log_path
         self.popen: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._log_start = 0
 
     def start(
         self, cmd: list[str], cwd: Path | None = None, env: Mapping[str, str] | None = None
     ) -> None:
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self._log = self.log_path.open("ab")
         self.popen = subprocess.Popen(
             cmd,
@@ -60,6 +77,19 @@ class LoggedProcess:
 
     def running(self) -> bool:
         return self.popen is not None and self.popen.poll() is None
+
+    def check_running(self, what: str) -> None:
+        """Raise when the process exited: :class:`PortTakenError` when its output since the
+        latest start says a port was taken, else an AssertionError with the log's tail."""
+        if self.running():
+            return
+        with self.log_path.open("rb") as log_file:
+            log_file.seek(self._log_start)
+            output = log_file.read().decode(errors="replace")
+        code = None if self.popen is None else self.popen.returncode
+        if PORT_TAKEN in output:
+            raise PortTakenError(f"{what}: {PORT_TAKEN}")
+        raise AssertionError(f"{what} exited with {code}:\n{self.log_tail(60)}")
 
     def kill(self) -> None:
         """SIGKILL the process group and reap the process: a crash, no clean shutdown."""

@@ -14,7 +14,7 @@ import pytest
 from testkit.cluster import cluster_script_env, orphaned_clusters, session_cluster_name
 from testkit.kube import condition, shard_ready, unique_name
 from testkit.metrics import request_totals, writes_between
-from testkit.process import LoggedProcess
+from testkit.process import LoggedProcess, PortTakenError, on_free_ports
 from testkit.tools import REPO
 from testkit.wait import wait_for
 
@@ -193,3 +193,44 @@ def test_logged_process_is_killed_when_sigterm_is_ignored(tmp_path: Path) -> Non
     wait_for(lambda: "up" in proc.log_tail(5), 10, "the process to log")
     assert proc.stop(grace=0.5) == -signal.SIGKILL
     assert LoggedProcess(tmp_path / "none.log").log_tail(5) == f"(no log at {tmp_path}/none.log)"
+
+
+def _exits_saying(proc: LoggedProcess, words: str) -> None:
+    proc.start([sys.executable, "-c", f"print({words!r}); raise SystemExit(1)"])
+    assert proc.popen is not None
+    proc.popen.wait(10)
+
+
+def test_check_running_reads_only_the_output_of_the_latest_start(tmp_path: Path) -> None:
+    proc = LoggedProcess(tmp_path / "p.log")
+    _exits_saying(proc, "listen tcp 127.0.0.1:1: bind: address already in use")
+    with pytest.raises(PortTakenError, match="kcp root: address already in use"):
+        proc.check_running("kcp root")
+    proc.stop(0)
+    _exits_saying(proc, "some other failure")
+    with pytest.raises(AssertionError, match="kcp root exited with 1") as raised:
+        proc.check_running("kcp root")
+    assert not isinstance(raised.value, PortTakenError)
+    assert "some other failure" in str(raised.value)
+
+
+@pytest.mark.parametrize(("taken", "starts", "overs"), [(0, 1, 0), (2, 3, 2)])
+def test_on_free_ports_starts_over_after_a_taken_port(taken: int, starts: int, overs: int) -> None:
+    calls: list[str] = []
+
+    def start() -> str:
+        calls.append("start")
+        if calls.count("start") <= taken:
+            raise PortTakenError("kcp root: address already in use")
+        return "ready"
+
+    assert on_free_ports(start, lambda: calls.append("over")) == "ready"
+    assert (calls.count("start"), calls.count("over")) == (starts, overs)
+
+
+def test_on_free_ports_gives_up_after_its_attempts() -> None:
+    def start() -> str:
+        raise PortTakenError("kcp root: address already in use")
+
+    with pytest.raises(PortTakenError):
+        on_free_ports(start, lambda: None, attempts=2)

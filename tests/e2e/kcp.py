@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from testkit.metrics import Totals, request_totals
-from testkit.process import PORT_TAKEN, LoggedProcess, PortTakenError, free_port
+from testkit.process import LoggedProcess, free_port, on_free_ports
 from testkit.tools import build_tools, log, tools_env
 from testkit.wait import wait_for
 
@@ -88,6 +88,7 @@ class KcpProcess:
 
     def start_over(self) -> None:
         """Forget a first start that failed: new ports and an empty root directory."""
+        self.process.stop(0)
         self.port, self.etcd_client_port, self.etcd_peer_port = (free_port() for _ in range(3))
         shutil.rmtree(self.root_dir, ignore_errors=True)
 
@@ -166,11 +167,7 @@ class ShardedKcp:
         return body
 
     def ready(self, shard: KcpProcess) -> bool:
-        if not shard.running():
-            tail = shard.log_tail(5)
-            if PORT_TAKEN in tail:
-                raise PortTakenError(f"kcp {shard.name}: {PORT_TAKEN}\n{tail}")
-            raise AssertionError(f"kcp {shard.name} exited:\n{shard.log_tail()}")
+        shard.process.check_running(f"kcp {shard.name}")
         if not shard.admin_kubeconfig.exists():
             return False
         try:
@@ -184,21 +181,18 @@ class ShardedKcp:
         wait_for(lambda: self.ready(shard), timeout, f"kcp {shard.name} /readyz")
         return time.monotonic() - start
 
-    def start_new(self, shard: KcpProcess, attempts: int = 3) -> float:
+    def start_new(self, shard: KcpProcess) -> float:
         """Start ``shard`` on a new root directory and wait for /readyz; return the seconds it took.
 
         When a port from ``free_port`` was taken meanwhile, kcp exits at once and is started
         on other ports.
         """
-        for _ in range(attempts - 1):
+
+        def start() -> float:
             shard.start()
-            try:
-                return self.wait_ready(shard)
-            except PortTakenError as err:
-                log(f"{err.args[0].splitlines()[0]}; starting it again on other ports")
-                shard.start_over()
-        shard.start()
-        return self.wait_ready(shard)
+            return self.wait_ready(shard)
+
+        return on_free_ports(start, shard.start_over)
 
     def restart_shard(self, binary: Path) -> float:
         """Restart ``shard-1`` on its data with ``binary``; return the seconds until ready."""
