@@ -41,8 +41,6 @@ def shard_endpoint(
 
     exec and auth-provider users are refused: the cleanup needs static shard credentials.
     """
-    if not isinstance(kubeconfig, dict):
-        raise KubeconfigError("not a kubeconfig mapping")
     endpoint = endpoint_from_kubeconfig(kubeconfig, context, base_dir, preferred=SHARD_BASE_CONTEXT)
     return replace(endpoint, server=base_url(endpoint.server))
 

@@ -109,30 +109,31 @@ def resolve_path(value: object, base_dir: PurePosixPath | None) -> str:
 def merge(files: Iterable[tuple[JSON, PurePosixPath]]) -> JSON:
     """Kubeconfigs merged as ``$KUBECONFIG`` lists them: the first value of each name and the
     first current-context win; relative paths resolve against each file's own folder."""
-    merged: dict[str, Any] = {"current-context": None, **{section: [] for section in SECTIONS}}
-    seen: dict[str, set[str]] = {section: set() for section in SECTIONS}
+    current: str | None = None
+    named: dict[str, dict[str, JSON]] = {section: {} for section in SECTIONS}
     for config, folder in files:
-        if not isinstance(config, dict):
-            raise KubeconfigError("not a kubeconfig mapping")
-        if not merged["current-context"]:
-            merged["current-context"] = config.get("current-context") or None
-        for section in SECTIONS:
-            singular = section[:-1]
+        current = current or config.get("current-context") or None
+        for section, by_name in named.items():
             for item in config.get(section) or []:
                 name = str(item.get("name"))
-                if name in seen[section]:
+                if name in by_name:
                     continue
-                seen[section].add(name)
-                entry = dict(item.get(singular) or {})
+                entry = dict(item.get(section[:-1]) or {})
                 for key in PATH_FIELDS:
                     if entry.get(key):
                         entry[key] = resolve_path(entry[key], folder)
-                merged[section].append({"name": name, singular: entry})
-    return merged
+                by_name[name] = entry
+    return {
+        "current-context": current,
+        **{
+            section: [{"name": name, section[:-1]: entry} for name, entry in by_name.items()]
+            for section, by_name in named.items()
+        },
+    }
 
 
 def endpoint_from_kubeconfig(
-    kubeconfig: JSON,
+    kubeconfig: object,
     context: str | None = None,
     base_dir: PurePosixPath | None = None,
     *,
