@@ -75,6 +75,11 @@ class KwokControlPlane:
         assert pid is not None, f"{component} of {self.name} is not running"
         os.kill(pid, signum)
 
+    def log_tail(self, component: str, lines: int = 1) -> list[str]:
+        """The last lines of ``component``'s log (``kwokctl start cluster`` truncates it)."""
+        path = self.workdir / "logs" / f"{component}.log"
+        return path.read_text(errors="replace").splitlines()[-lines:] if path.exists() else []
+
     def start_stopped(self) -> None:
         """``kwokctl start cluster``: start every component whose process is gone and wait
         until the API server serves ``/version``."""
@@ -83,7 +88,7 @@ class KwokControlPlane:
     def components(self) -> dict[str, str]:
         """``kwokctl get components``: each component's status (Ready while its process runs,
         also when it is paused, Stopped when it is gone)."""
-        rows = self._kwokctl("get", "components").splitlines()[1:]
+        rows = self._kwokctl("get", "components", "-o", "wide").splitlines()[1:]
         return {name: status for name, status in (row.split()[:2] for row in rows if row.strip())}
 
     def script_status(self) -> tuple[int, str]:

@@ -25,18 +25,18 @@ Prints the figures and writes them to bench/results/apiserver-outage.json, one e
 
 from __future__ import annotations
 
+import contextlib
 import json
-import re
 import signal
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
-from testkit.kube import KubectlError, credential_strings
+from testkit.kube import KubectlError, credential_strings, shard_ready
 from testkit.kwok import KUBE_APISERVER, KwokControlPlane
 from testkit.operator_process import OperatorProcess
 from testkit.tools import REPO, log
@@ -50,7 +50,6 @@ RESULTS = REPO / "bench" / "results" / "apiserver-outage.json"
 OWNED = "shards,deployments,services,poddisruptionbudgets"
 OLD, NEW = "0.33.0", "0.34.0"
 CONVERGE_TIMEOUT = 180.0
-LOG_PREFIX = re.compile(r"^\[[^\]]*\]\s*")
 
 
 @dataclass(frozen=True)
@@ -95,45 +94,71 @@ def restore(plane: KwokControlPlane) -> list[str]:
     return stopped
 
 
+def stopped_components(plane: KwokControlPlane) -> dict[str, str]:
+    """The components kwokctl reports Stopped, each with the last line of its log (why it
+    ended, read before ``kwokctl start cluster`` truncates the log)."""
+    return {
+        name: " ".join(plane.log_tail(name))[:300]
+        for name, status in plane.components().items()
+        if status == "Stopped"
+    }
+
+
 def owned_uids(kubectl: Kubectl, ns: str) -> dict[str, str]:
     items = json.loads(kubectl("get", OWNED, "-n", ns, "-o", "json"))["items"]
     return {f"{o['kind']}/{o['metadata']['name']}": o["metadata"]["uid"] for o in items}
 
 
-def convergence(
-    kubectl: Kubectl, ns: str, generation: int, since: float
-) -> tuple[float, float, str]:
-    """Seconds from ``since`` until the Deployment had kcp NEW and until the Shard's status
-    observed ``generation``, and the phase that status first had."""
+@dataclass
+class Timeline:
+    """Seconds from ``since`` (the API server back) until the Deployment had kcp NEW, the
+    Shard's status observed ``generation`` and the Shard was Ready at NEW; the phases the
+    Shard's status went through meanwhile, each with when it was first seen."""
+
+    since: float
+    generation: int
     applied: float | None = None
-    written: tuple[float, str] | None = None
-    deadline = since + CONVERGE_TIMEOUT
-    while applied is None or written is None:
-        assert time.monotonic() < deadline, (
-            f"after {CONVERGE_TIMEOUT:g}s: Deployment at {NEW}: {applied is not None}, "
-            f"status of generation {generation} written: {written is not None}"
-        )
-        try:
-            found = json.loads(
-                kubectl("get", "-n", ns, "shard/root", "deployment/root-kcp", "-o", "json")
-            )["items"]
-        except KubectlError:
-            continue
-        now = time.monotonic() - since
+    written: float | None = None
+    ready: float | None = None
+    phases: list[str] = field(default_factory=list)
+
+    def wait(self, kubectl: Kubectl, ns: str, done: Callable[[Timeline], bool]) -> None:
+        deadline = self.since + CONVERGE_TIMEOUT
+        while not done(self):
+            assert time.monotonic() < deadline, f"after {CONVERGE_TIMEOUT:g}s: {self}"
+            with contextlib.suppress(KubectlError):
+                self._observe(kubectl, ns)
+            time.sleep(0.2)
+
+    def _observe(self, kubectl: Kubectl, ns: str) -> None:
+        found = json.loads(
+            kubectl("get", "-n", ns, "shard/root", "deployment/root-kcp", "-o", "json")
+        )["items"]
+        now = round(time.monotonic() - self.since, 1)
         status = found[0].get("status") or {}
+        phase = f"generation {status.get('observedGeneration')} {status.get('phase')}"
+        if not self.phases or not self.phases[-1].endswith(f": {phase}"):
+            self.phases.append(f"{now}s: {phase}")
         image = found[1]["spec"]["template"]["spec"]["containers"][0]["image"]
-        if applied is None and image.endswith(f":v{NEW}"):
-            applied = now
-        if written is None and status.get("observedGeneration") == generation:
-            written = (now, str(status.get("phase")))
-        time.sleep(0.2)
-    return applied, *written
+        if self.applied is None and image.endswith(f":v{NEW}"):
+            self.applied = now
+        if self.written is None and status.get("observedGeneration") == self.generation:
+            self.written = now
+        if self.ready is None and shard_ready(found[0], NEW):
+            self.ready = now
 
 
-def outage_log(log_text: str) -> list[str]:
-    """The distinct warning and error lines of an operator log slice, without timestamps."""
-    lines = (LOG_PREFIX.sub("", line) for line in log_text.splitlines())
-    return list(dict.fromkeys(line for line in lines if "[ERROR" in line or "[WARNING" in line))
+def failure_lines(log_text: str) -> dict[str, Any]:
+    """What an operator log slice says about failed requests: the operator's own lines for a
+    failed write and a stopped pass (distinct ones), and how many retries kopf logged."""
+    lines = log_text.splitlines()
+    own = [line for line in lines if line.startswith(("could not write", "pass over Shard"))]
+    return {
+        "passes_stopped": sum(line.startswith("pass over Shard") for line in own),
+        "writes_failed": sum(line.startswith("could not write") for line in own),
+        "kopf_request_retries": sum("failed; will retry" in line for line in lines),
+        "distinct_lines": list(dict.fromkeys(own)),
+    }
 
 
 def record(figures: dict[str, Any], config: pytest.Config) -> None:
@@ -176,7 +201,7 @@ def test_pending_spec_change_is_applied_after_an_apiserver_outage(
             operator_process.resume()
         assert not api_serving(kubectl), "the API server still serves"
         time.sleep(max(0.0, fault.seconds - (time.monotonic() - started)))
-        figures["components_at_recovery"] = plane.components()
+        figures["stopped_at_recovery"] = stopped_components(plane)
         fault.end(plane)
         recovering = time.monotonic()
         while not api_serving(kubectl):
@@ -184,24 +209,22 @@ def test_pending_spec_change_is_applied_after_an_apiserver_outage(
             time.sleep(0.2)
         back = time.monotonic()
         figures["outage_s"] = round(back - started, 1)
-        applied, written, phase = convergence(kubectl, namespace, generation, back)
-        figures["back_to_deployment_changed_s"] = round(applied, 1)
-        figures["back_to_status_written_s"] = round(written, 1)
-        figures["phase_first_written"] = phase
-        figures["components_after_status_written"] = plane.components()
+        timeline = Timeline(since=back, generation=generation)
+        timeline.wait(kubectl, namespace, lambda t: None not in (t.applied, t.written))
+        figures["stopped_after_status_written"] = stopped_components(plane)
         code, output = plane.script_status()
-        figures["cluster_sh_status"] = {
-            "exit_code": code,
-            "stopped": [line.split()[0] for line in output.splitlines() if "Stopped" in line],
-        }
+        figures["cluster_sh_status"] = {"exit_code": code, "output": output.splitlines()}
         figures["restarted_before_ready"] = restore(plane)
-        wait_ready(kubectl, namespace, "root", NEW, timeout=CONVERGE_TIMEOUT)
-        figures["back_to_ready_s"] = round(time.monotonic() - back, 1)
+        timeline.wait(kubectl, namespace, lambda t: t.ready is not None)
+        figures["back_to_deployment_changed_s"] = timeline.applied
+        figures["back_to_status_written_s"] = timeline.written
+        figures["back_to_ready_s"] = timeline.ready
+        figures["phases_since_back"] = timeline.phases
     finally:
         restore(plane)
     log_bytes = operator_process.log_path.read_bytes()
     log_text = log_bytes.decode(errors="replace")
-    figures["operator_log_during_outage"] = outage_log(
+    figures["operator_log_since_outage"] = failure_lines(
         log_bytes[log_offset:].decode(errors="replace")
     )
     record(figures, pytestconfig)
