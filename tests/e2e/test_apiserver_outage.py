@@ -161,6 +161,17 @@ def failure_lines(log_text: str) -> dict[str, Any]:
     }
 
 
+def event_reasons(kubectl: Kubectl, ns: str, name: str) -> dict[str, int]:
+    """How many Events of each reason the object ``name`` has (what ``kubectl describe`` shows)."""
+    out = kubectl(
+        "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
+    )
+    reasons: dict[str, int] = {}
+    for item in json.loads(out)["items"]:
+        reasons[item["reason"]] = reasons.get(item["reason"], 0) + int(item.get("count") or 1)
+    return dict(sorted(reasons.items()))
+
+
 def record(figures: dict[str, Any], config: pytest.Config) -> None:
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results[figures["fault"]] = figures
@@ -220,6 +231,7 @@ def test_pending_spec_change_is_applied_after_an_apiserver_outage(
         figures["back_to_status_written_s"] = timeline.written
         figures["back_to_ready_s"] = timeline.ready
         figures["phases_since_back"] = timeline.phases
+        figures["shard_events"] = event_reasons(kubectl, namespace, "root")
     finally:
         restore(plane)
     log_bytes = operator_process.log_path.read_bytes()
