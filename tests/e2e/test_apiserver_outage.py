@@ -15,10 +15,13 @@ the Shard reaches observedGeneration N+1 with the change in its Deployment and b
 the Shard and its children keep their UIDs and no object is added or lost; the operator is the
 same running process; its log has no traceback and no credential.
 
-The kube-controller-manager and kube-scheduler of kwok hold leader-election leases the outage
-outlives; the components kwokctl reports Stopped after the recovery are recorded, and started
-again with ``kwokctl start cluster`` (what ``hack/cluster.sh up`` does for an existing cluster)
-before the wait for Ready, which needs the Deployment controller and the scheduler.
+kwok's kube-controller-manager and kube-scheduler exit when they cannot renew their leader
+lease (about 10 s into either outage), and nothing starts them again. The components kwokctl
+reports Stopped are recorded when the fault ends and once the status is written, with what
+``hack/cluster.sh status`` says; those still stopped are then started with ``kwokctl start
+cluster`` (what ``hack/cluster.sh up`` does for an existing cluster) before the wait for Ready,
+which needs the Deployment controller and the scheduler. After the kill they were already
+started again with the API server by the same command.
 
 Prints the figures and writes them to bench/results/apiserver-outage.json, one entry per fault.
 """
