@@ -95,10 +95,15 @@ def refused_change(desired: JSON, live: JSON | None) -> str | None:
     wanted_class = desired["spec"].get("storageClassName")
     live_class = (live.get("spec") or {}).get("storageClassName")
     if wanted_class and live_class and wanted_class != live_class:
+        if (live.get("status") or {}).get("phase") == "Bound":
+            remedy = (
+                "set spec.storage.storageClassName back, or move the shard's data to a new Shard"
+            )
+        else:
+            remedy = "it is not bound and holds no data: delete it and the operator creates it anew"
         return (
             f"PersistentVolumeClaim {name} has StorageClass {live_class!r}; the class of an "
-            f"existing claim cannot change to {wanted_class!r} (set spec.storage."
-            f"storageClassName back, or move the shard's data to a new Shard)"
+            f"existing claim cannot change to {wanted_class!r} ({remedy})"
         )
     wanted = desired["spec"]["resources"]["requests"]["storage"]
     current = (((live.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
