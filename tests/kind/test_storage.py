@@ -88,9 +88,16 @@ def nonroot_pod(name: str, claim: str, image: str, script: str) -> dict[str, Any
 
 
 def run_to_completion(cluster: Cluster, ns: str, pod: dict[str, Any]) -> str:
-    """Create ``pod``, wait until it succeeded, return its log and delete it."""
+    """Create ``pod``, wait until its claim is bound and it succeeded, return its log, delete it."""
     name = pod["metadata"]["name"]
+    claim = pod["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
     cluster.kubectl("apply", "-n", ns, "-f", "-", stdin=json.dumps(pod))
+
+    def bound() -> bool:
+        phase: str | None = get_json(cluster, "pvc", claim, "-n", ns).get("status", {}).get("phase")
+        return phase == "Bound"
+
+    wait_for(bound, BIND_TIMEOUT, f"claim {ns}/{claim} Bound by the default class's provisioner")
 
     def finished() -> str | None:
         phase: str | None = get_json(cluster, "pod", name, "-n", ns).get("status", {}).get("phase")
