@@ -51,19 +51,40 @@ current-context: demo
 KUBECONFIG
 }
 
+# Until every Shard of namespace $1 has a status.observedGeneration (the operator's first
+# pass writes it): a Shard without one after $2 seconds is in a namespace no operator serves.
+wait_served() {
+  local ns="$1" deadline=$((SECONDS + $2)) unserved
+  while :; do
+    unserved="$(kubectl -n "${ns}" get shards --no-headers \
+      -o custom-columns=NAME:.metadata.name,OBSERVED:.status.observedGeneration |
+      awk '$2 == "<none>" { printf "%s ", $1 }')"
+    [[ -z "${unserved}" ]] && return
+    ((SECONDS < deadline)) ||
+      die "Shard(s) ${unserved}in namespace ${ns} have no status after $2s: no operator serves ${ns}; add it to the chart's watchNamespaces (or set clusterWide=true)"
+    sleep 2
+  done
+}
+
 # CLUSTER=kind: real pods. The images are built and loaded, the operator runs in-cluster
 # from its image, and a root and a non-root Shard on the locally built kcp (with generated
 # certificates and kubeconfigs) replace the samples, whose Secrets are placeholders.
+# The chart watches the Shards' namespace only (watchNamespaces: a Role there, as the
+# README's kind path installs it), so the namespace exists before the chart.
 up_kind() {
   local start=${SECONDS} ns=kcp-demo
   log "building the operator and kcp images and loading them into the kind cluster"
   make -C "${REPO_DIR}" --no-print-directory image
+  kubectl create namespace "${ns}" --dry-run=client -o yaml | kubectl apply -f -
+  log "installing the chart, watching namespace ${ns}"
   helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
-    --namespace "${OPERATOR_NS}" --create-namespace --wait --timeout 300s --set image.pullPolicy=Never
+    --namespace "${OPERATOR_NS}" --create-namespace --wait --timeout 300s --set image.pullPolicy=Never \
+    --set-json "watchNamespaces=[\"${ns}\"]"
   kubectl -n "${OPERATOR_NS}" rollout restart "deployment/${RELEASE}"
   kubectl -n "${OPERATOR_NS}" rollout status "deployment/${RELEASE}" --timeout=180s
   log "applying a root and a non-root Shard (kcp from the local image) with generated Secrets"
   (cd "${REPO_DIR}" && .venv/bin/python -m tests.kind.demo_shards "${ns}") | kubectl apply -f -
+  wait_served "${ns}" 60
   log "waiting for both Shards to be Ready (real kcp pods)"
   kubectl -n "${ns}" wait shards --all --for=jsonpath='{.status.phase}'=Ready --timeout=600s
   kubectl -n "${ns}" get shards,deployments,pods

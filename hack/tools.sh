@@ -3,7 +3,8 @@
 # version-keyed cache, reusing what is already there.
 #
 #   hack/tools.sh build [kubernetes|etcd|kwok|helm|kcp ...]   build what is missing (kcp: on request)
-#   hack/tools.sh build kind kubernetes-node crictl coredns   kind and its node's binaries (hack/kind.sh)
+#   hack/tools.sh build kind kubernetes-node crictl coredns local-path-provisioner
+#                                                         kind and its node's binaries (hack/kind.sh)
 #   hack/tools.sh build kcp-upgrade                       the newer kcp of make e2e-upgrade
 #   hack/tools.sh env                                     print export lines
 #
@@ -30,6 +31,7 @@ KIND_DIR="${TOOLS_DIR}/kind-${KIND_VERSION}"
 K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
 CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
 COREDNS_DIR="${TOOLS_DIR}/coredns-${COREDNS_VERSION}"
+LOCAL_PATH_DIR="${TOOLS_DIR}/local-path-provisioner-${LOCAL_PATH_PROVISIONER_VERSION}"
 
 k8s_ldflags() {
   local v="$1" minor
@@ -95,6 +97,9 @@ go_install() {
 build_kind() { go_install "${KIND_DIR}" "sigs.k8s.io/kind@${KIND_VERSION}"; }
 build_crictl() { go_install "${CRICTL_DIR}" "sigs.k8s.io/cri-tools/cmd/crictl@${CRICTL_VERSION}"; }
 build_coredns() { go_install "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"; }
+build_local_path_provisioner() {
+  go_install "${LOCAL_PATH_DIR}" "github.com/rancher/local-path-provisioner@${LOCAL_PATH_PROVISIONER_VERSION}"
+}
 
 build_etcd() {
   local work="${SRC_DIR}/etcd-${ETCD_VERSION}"
@@ -173,6 +178,10 @@ cmd_build() {
         ;;
       crictl) ensure "crictl ${CRICTL_VERSION}" "${CRICTL_DIR}/crictl" build_crictl ;;
       coredns) ensure "coredns ${COREDNS_VERSION}" "${COREDNS_DIR}/coredns" build_coredns ;;
+      local-path-provisioner)
+        ensure "local-path-provisioner ${LOCAL_PATH_PROVISIONER_VERSION}" \
+          "${LOCAL_PATH_DIR}/local-path-provisioner" build_local_path_provisioner
+        ;;
       *) log "unknown tool: ${tool}"; exit 2 ;;
     esac
   done
@@ -194,6 +203,7 @@ cmd_env() {
   echo "export KIND_BINARY=${KIND_DIR}/kind"
   echo "export KUBERNETES_DIR=${K8S_DIR} KUBERNETES_NODE_DIR=${K8S_NODE_DIR} ETCD_BINARY=${ETCD_DIR}/etcd"
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
+  echo "export LOCAL_PATH_PROVISIONER_BINARY=${LOCAL_PATH_DIR}/local-path-provisioner"
 }
 
 case "${1:-build}" in

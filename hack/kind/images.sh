@@ -2,8 +2,9 @@
 # The kind base and node images, built without a container registry: a Debian rootfs
 # from debootstrap (containerd, runc and CNI plugins are Debian's), kind's base files from
 # its Go module, and every image the node pre-loads (pause, etcd, coredns, control plane,
-# kube-proxy) from binaries hack/tools.sh builds. Replaces `kind build node-image`, which
-# fetches pause, etcd, coredns, kindnetd and local-path images from registries.
+# kube-proxy, local-path-provisioner and its helper) from binaries hack/tools.sh builds and
+# Debian's packages. Replaces `kind build node-image`, which fetches pause, etcd, coredns,
+# kindnetd and local-path images from registries.
 #
 #   hack/kind/images.sh node     build what is missing; print the node image's name
 #   hack/kind/images.sh keys     print the cache keys of the base and the node image
@@ -13,7 +14,11 @@
 # hashes the versions and the functions that build the image, the entrypoint patch and
 # whether the host needs it (KIND_UNPRIVILEGED=1): a change rebuilds them, nothing else does.
 # kindnetd is not served by the Go module proxy: the node has a single-node bridge CNI
-# instead (the cluster config sets networking.disableDefaultCNI).
+# instead (the cluster config sets networking.disableDefaultCNI). The default StorageClass
+# `standard` is kind's own manifest (local-path-provisioner, volumes under
+# /var/local-path-provisioner on the node, deleted with their claim) pointed at the local
+# images: the provisioner built from its Go module, the helper pod's sh, mkdir and rm from
+# Debian's busybox-static.
 # shellcheck source=../lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh" kind-images
 
@@ -29,6 +34,10 @@ PAUSE_TAGS=(3.10.1 3.10)
 BASE_PACKAGES=systemd,systemd-sysv,dbus,iptables,iproute2,mount,ca-certificates,containerd,runc
 BASE_PACKAGES+=,containernetworking-plugins,procps,kmod,libseccomp2,conntrack,ethtool,socat
 BASE_PACKAGES+=,util-linux,nftables,bash,ebtables,libpam-systemd,jq,pigz,curl,e2fsprogs
+# The static busybox of local-path-provisioner's helper image (copied out of the rootfs).
+BASE_PACKAGES+=,busybox-static
+STORAGE_PROVISIONER_IMAGE="${PREFIX}/local-path-provisioner:${LOCAL_PATH_PROVISIONER_VERSION}"
+STORAGE_HELPER_IMAGE="${PREFIX}/local-path-helper:busybox-${DEBIAN_SUITE}"
 
 # Cache keys: the versions and the code (function bodies) each image is built from.
 base_key() {
@@ -42,7 +51,8 @@ base_key() {
 node_key() {
   {
     echo "$(base_key) ${KUBERNETES_VERSION} ${ETCD_VERSION} ${COREDNS_VERSION} ${PAUSE_TAGS[*]}"
-    declare -f scratch_image component_images node_image
+    echo "${LOCAL_PATH_PROVISIONER_VERSION} ${STORAGE_PROVISIONER_IMAGE} ${STORAGE_HELPER_IMAGE}"
+    declare -f scratch_image storage_images storage_manifest component_images node_image
   } | sha256sum | cut -c1-10
 }
 
@@ -56,11 +66,11 @@ debootstrap_rootfs() {
   log "debootstrap done in $((SECONDS - started))s"
 }
 
-kind_files() {
-  local dir
-  dir="$(GOFLAGS= go mod download -json "sigs.k8s.io/kind@${KIND_VERSION}" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
-  echo "${dir}/images/base/files"
+kind_module() {
+  GOFLAGS= go mod download -json "sigs.k8s.io/kind@${KIND_VERSION}" | sed -n 's/.*"Dir": "\(.*\)",/\1/p'
 }
+
+kind_files() { echo "$(kind_module)/images/base/files"; }
 
 # kind's images/base/Dockerfile, on the debootstrap rootfs R.
 make_base_rootfs() {
@@ -144,6 +154,33 @@ scratch_image() {
   build_in "$1" "${d}"
 }
 
+# local-path-provisioner's image and its helper's (FROM scratch: /bin/busybox from the
+# rootfs image $1 as sh, mkdir and rm, all the helper's scripts run); work directory $2.
+storage_images() {
+  local rootfs_tag="$1" work="$2" helper="$2/local-path-helper" c
+  scratch_image "${STORAGE_PROVISIONER_IMAGE}" "${LOCAL_PATH_PROVISIONER_BINARY}" \
+    'ENTRYPOINT ["/usr/local/bin/local-path-provisioner"]' "${work}"
+  mkdir -p "${helper}/bin"
+  c="$(docker create "${rootfs_tag}" /bin/true)"
+  docker cp -L "${c}:/bin/busybox" "${helper}/bin/busybox" >/dev/null
+  docker rm -v "${c}" >/dev/null
+  for applet in sh mkdir rm; do ln -s busybox "${helper}/bin/${applet}"; done
+  printf 'FROM scratch\nENV PATH=/bin\nCOPY bin /bin\n' >"${helper}/Dockerfile"
+  build_in "${STORAGE_HELPER_IMAGE}" "${helper}"
+}
+
+# kind's default-storage manifest (its node image builder's constant) with the local images.
+storage_manifest() {
+  local source manifest
+  source="$(kind_module)/pkg/build/nodeimage/const_storage.go"
+  manifest="$(awk '/^const defaultStorageManifest = `/ { on = 1; next } on && /^`$/ { exit } on' "${source}" |
+    sed -e "s|\` + storageProvisionerImage + \`|${STORAGE_PROVISIONER_IMAGE}|" \
+      -e "s|\` + storageHelperImage + \`|${STORAGE_HELPER_IMAGE}|")"
+  grep -q '^provisioner: rancher.io/local-path$' <<<"${manifest}" && ! grep -q '` + ' <<<"${manifest}" ||
+    die "kind ${KIND_VERSION}'s default storage manifest has changed shape (${source}): update storage_manifest"
+  echo "${manifest}"
+}
+
 # Every image kubeadm and the node need, saved as tars into $2; $1 is the rootfs image.
 component_images() {
   local rootfs_tag="$1" out="$2" work="$3" v="${KUBERNETES_VERSION}" started=${SECONDS} pause_c
@@ -164,12 +201,13 @@ component_images() {
   cp "${KUBERNETES_NODE_DIR}/kube-proxy" "${work}/kube-proxy/"
   printf 'FROM %s\nCOPY kube-proxy /usr/local/bin/kube-proxy\nENTRYPOINT []\n' "${rootfs_tag}" >"${work}/kube-proxy/Dockerfile"
   build_in "registry.k8s.io/kube-proxy:${v}" "${work}/kube-proxy"
+  storage_images "${rootfs_tag}" "${work}"
   mkdir -p "${out}"
   for image in "registry.k8s.io/pause:${PAUSE_TAGS[0]}" "registry.k8s.io/pause:${PAUSE_TAGS[1]}" \
     "registry.k8s.io/kube-apiserver:${v}" \
     "registry.k8s.io/kube-controller-manager:${v}" "registry.k8s.io/kube-scheduler:${v}" \
     "registry.k8s.io/kube-proxy:${v}" "registry.k8s.io/etcd:${ETCD_IMAGE_TAG}" \
-    "registry.k8s.io/coredns/coredns:${COREDNS_VERSION}"; do
+    "registry.k8s.io/coredns/coredns:${COREDNS_VERSION}" "${STORAGE_PROVISIONER_IMAGE}" "${STORAGE_HELPER_IMAGE}"; do
     docker save "${image}" -o "${out}/$(echo "${image}" | tr '/:' '__').tar"
   done
   log "component images built in $((SECONDS - started))s"
@@ -198,6 +236,7 @@ node_image() {
   "ipam": {"type": "host-local", "ranges": [[{"subnet": "10.244.0.0/24"}]], "routes": [{"dst": "0.0.0.0/0"}]}},
  {"type": "portmap", "capabilities": {"portMappings": true}}]}
 JSON
+  storage_manifest | docker exec -i "${c}" sh -c 'cat >/kind/manifests/default-storage.yaml'
   docker exec "${c}" bash -c 'nohup containerd >/tmp/containerd.log 2>&1 &'
   docker exec "${c}" bash -c 'for i in $(seq 1 20); do [ -S /run/containerd/containerd.sock ] && break; sleep 0.5; done; ctr version >/dev/null'
   for t in "${work}"/tars/*.tar; do
@@ -222,7 +261,7 @@ cmd_node() {
   if ! image_exists "${node}"; then
     "${HACK_DIR}/tools.sh" build crictl >&2
     base_image "${base}" "${rootfs}"
-    "${HACK_DIR}/tools.sh" build kubernetes kubernetes-node etcd coredns >&2
+    "${HACK_DIR}/tools.sh" build kubernetes kubernetes-node etcd coredns local-path-provisioner >&2
     node_image "${node}" "${base}" "${rootfs}"
   else
     log "node image ${node}: cached"

@@ -1,0 +1,153 @@
+"""The README's kind path as written: ``CLUSTER=kind make demo`` on a cluster of its own.
+
+The demo creates the cluster, builds and loads the images, installs the chart watching the
+demo's namespace only (``watchNamespaces``), and applies a root and a non-root Shard; both
+must be Ready from real kcp pods on the kind node. A Shard in a namespace the release does not
+serve has no status at all, unlike the served ones, and the fix the chart's NOTES give
+(adding the namespace to ``watchNamespaces``) makes the operator take it up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.kube import Cluster, delete_shards
+from testkit.operator_process import RESYNC_WINDOW
+from testkit.tools import REPO, log
+from testkit.wait import wait_for
+from tests.e2e.capture import uncaptured
+
+from .kind import (
+    OPERATOR_NAMESPACE,
+    RELEASE,
+    describe_failure,
+    kcp_image,
+    pod_ready,
+    pods,
+    readyz_via_service,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kind]
+
+DEMO_NAMESPACE = "kcp-demo"
+UNSERVED_NAMESPACE = "kcp-demo-unserved"
+OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
+SERVE_TIMEOUT = 240
+
+
+@pytest.fixture(scope="module")
+def demo(pytestconfig: pytest.Config) -> Iterator[Cluster]:
+    """``make demo`` with CLUSTER=kind on its own cluster; ``make demo-down`` afterwards
+    (unless ``E2E_KEEP_CLUSTER=1``)."""
+    name = f"kcp-shard-operator-demo-{os.getpid()}"
+    kubeconfig = REPO / ".cluster" / f"{name}.kubeconfig"
+    env = {
+        **os.environ,
+        "CLUSTER": "kind",
+        "CLUSTER_NAME": name,
+        "CLUSTER_KUBECONFIG": str(kubeconfig),
+    }
+    make = ["make", "-C", str(REPO), "--no-print-directory"]
+    started = time.monotonic()
+    try:
+        with uncaptured(pytestconfig):
+            subprocess.run([*make, "demo"], env=env, check=True, stdout=sys.stderr)
+            log(f"CLUSTER=kind make demo finished in {time.monotonic() - started:.0f}s")
+        yield Cluster.at(Path(kubeconfig))
+    finally:
+        if os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            with uncaptured(pytestconfig):
+                subprocess.run([*make, "demo-down"], env=env, check=False, stdout=sys.stderr)
+
+
+def shard(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "shard", name, "-n", namespace, "-o", "json")
+    )
+    return loaded
+
+
+def can_i(cluster: Cluster, verb: str, resource: str, namespace: str) -> bool:
+    """``kubectl auth can-i`` as the operator's ServiceAccount (exit 1 means no)."""
+    proc = subprocess.run(
+        ["kubectl", "auth", "can-i", verb, resource, "-n", namespace, "--as", OPERATOR_ACCOUNT],
+        env=dict(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return proc.stdout.strip() == "yes"
+
+
+def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster) -> None:
+    ns = DEMO_NAMESPACE
+    repository, tag = kcp_image()
+    try:
+        for name in ("root", "shard-1"):
+            status = shard(demo, ns, name)["status"]
+            assert status["phase"] == "Ready", status
+            assert status["version"] == tag.removeprefix("v"), status
+            running = pods(demo, ns, name)
+            assert [p["status"]["phase"] for p in running] == ["Running"], running
+            assert pod_ready(running[0])
+            assert running[0]["spec"]["containers"][0]["image"] == f"{repository}:{tag}"
+            assert readyz_via_service(demo, ns, name) == "ok"
+    except BaseException:
+        print(describe_failure(demo, ns))
+        raise
+    # The least privilege that serves the demo: a Role in its namespace, nothing cluster-wide.
+    assert can_i(demo, "get", "secrets", ns)
+    assert not can_i(demo, "get", "secrets", "default")
+    assert f"This release serves only {ns}." in demo.helm(
+        "get", "notes", RELEASE, "-n", OPERATOR_NAMESPACE
+    )
+
+
+def test_a_shard_no_operator_serves_has_no_status_until_its_namespace_is_watched(
+    demo: Cluster,
+) -> None:
+    demo.kubectl("create", "namespace", UNSERVED_NAMESPACE)
+    demo.kubectl(
+        "apply", "-n", UNSERVED_NAMESPACE, "-f", "-",
+        stdin=json.dumps({
+            "apiVersion": "kcpshard.dev/v1alpha1", "kind": "Shard",
+            "metadata": {"name": "stray"}, "spec": {"version": kcp_image()[1].removeprefix("v")},
+        }),
+    )  # fmt: skip
+    try:
+        log(f"watching the unserved Shard for {RESYNC_WINDOW}s (one resync pass)")
+        time.sleep(RESYNC_WINDOW)
+        stray = shard(demo, UNSERVED_NAMESPACE, "stray")
+        assert "status" not in stray, stray
+        assert not stray["metadata"].get("finalizers"), stray
+        served = shard(demo, DEMO_NAMESPACE, "root")
+        assert served["status"]["observedGeneration"] == served["metadata"]["generation"]
+
+        # The chart's NOTES: add the namespace to watchNamespaces.
+        started = time.monotonic()
+        demo.helm(
+            "upgrade", RELEASE, str(REPO / "charts" / "kcp-shard-operator"),
+            "-n", OPERATOR_NAMESPACE, "--reuse-values", "--wait", "--timeout", "180s",
+            "--set-json", f'watchNamespaces=["{DEMO_NAMESPACE}","{UNSERVED_NAMESPACE}"]',
+            timeout=240,
+        )  # fmt: skip
+
+        def observed() -> dict[str, Any] | None:
+            status = shard(demo, UNSERVED_NAMESPACE, "stray").get("status", {})
+            return status if "observedGeneration" in status else None
+
+        status = wait_for(observed, SERVE_TIMEOUT, "the operator to take up the stray Shard", 2)
+        log(f"stray Shard has phase {status.get('phase')} {time.monotonic() - started:.0f}s later")
+        assert status.get("phase"), status
+    finally:
+        delete_shards(demo, UNSERVED_NAMESPACE)
+        demo.kubectl("delete", "namespace", UNSERVED_NAMESPACE, "--wait=false")
