@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.render import VERSION_ANNOTATION
 from kcp_shard_operator.core.spec import Shard
@@ -19,7 +20,8 @@ IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: bool
+    status: bool | None
+    """None: Unknown."""
     reason: str
     message: str
 
@@ -38,6 +40,8 @@ class Observation:
     apply_errors: list[str] = field(default_factory=list)
     missing_secrets: list[str] = field(default_factory=list)
     pods: list[JSON] = field(default_factory=list)
+    health: Health | None = None
+    """What kcp answered (:mod:`kcp_shard_operator.core.health`); None while rolling out."""
 
 
 def deployed_version(deployment: JSON | None) -> str | None:
@@ -141,11 +145,17 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     complete = rollout_complete(deployment)
     ready_replicas = (deployment or {}).get("status", {}).get("readyReplicas", 0)
     desired = shard.spec.replicas
-    problems = _problems(seen)
+    health = seen.health
+    problems = (health.problems if health else []) + _problems(seen)
 
-    if complete:
+    if complete and health and health.not_ready:
+        ready = Condition(READY, False, *health.not_ready)
+    elif complete:
         ready = Condition(
-            READY, True, "RolledOut", f"kcp {running} ready on {ready_replicas}/{desired} replicas"
+            READY,
+            True,
+            "RolledOut",
+            f"kcp {running} ready on {ready_replicas}/{desired} replicas{ready_note(health)}",
         )
     elif deployment is None:
         ready = Condition(READY, False, "NoDeployment", "the shard's Deployment does not exist yet")
@@ -181,7 +191,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error or seen.apply_errors:
+    if seen.error or seen.apply_errors or (health and health.not_ready):
         phase = "Degraded"
     elif seen.waiting:
         phase = "WaitingForRootShard"
@@ -191,7 +201,10 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
         phase = "Pending"
     else:
         phase = "Progressing"
-    return phase, [ready, progressing, degraded, flag_cond, *seen.extra_conditions]
+    checked = (
+        [Condition(DATA_VERIFIED, health.verified, health.reason, health.message)] if health else []
+    )
+    return phase, [ready, progressing, degraded, flag_cond, *checked, *seen.extra_conditions]
 
 
 def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
@@ -212,6 +225,9 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     }
     if version:
         status["version"] = version
+    data_uid = (seen.health and seen.health.data_uid) or previous.get("dataUID")
+    if data_uid:
+        status["dataUID"] = data_uid
     return status
 
 
@@ -290,7 +306,7 @@ def merged_conditions(
     old = {c.get("type"): c for c in previous.get("conditions") or []}
     merged: list[JSON] = []
     for cond in conditions:
-        truth = "True" if cond.status else "False"
+        truth = {True: "True", False: "False", None: "Unknown"}[cond.status]
         before = old.get(cond.type) or {}
         merged.append(
             {
