@@ -205,3 +205,16 @@ def test_the_registration_is_unknown_when_the_root_has_no_admin_kubeconfig() -> 
     assert isinstance(target.root, Failure)
     assert condition(kube, "shard-1", "DataVerified") == ("Unknown", "RootNoAdminKubeconfig")
     assert condition(kube, "shard-1", "Ready") == ("True", "RolledOut")
+
+
+def test_a_failing_probe_never_stops_the_status_write() -> None:
+    kube, effects = sharded()
+
+    def broken(target: ProbeTarget) -> Probe:
+        raise RuntimeError("MARKER-secret in the text")
+
+    effects.answers = broken
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    assert condition(kube, "root", "DataVerified") == ("Unknown", "ProbeFailed")
+    assert "MARKER" not in str(status(kube, "root"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -101,3 +102,20 @@ def test_an_unusable_kubeconfig_is_one_line_without_its_content() -> None:
     assert isinstance(found.failure, Failure)
     assert found.failure.reason == "InvalidKubeconfig"
     assert TOKEN not in found.failure.message
+
+
+def test_a_peer_that_does_not_speak_http_is_unreachable() -> None:
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        url = f"http://127.0.0.1:{listener.getsockname()[1]}"
+
+        def garbage() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                conn.recv(4096)
+                conn.sendall(b"SSH-2.0-not-http\r\n\r\n")
+
+        threading.Thread(target=garbage, daemon=True).start()
+        found = probe_shard(ProbeTarget(kubeconfig(url)), timeout=5)
+    assert found.failure == Failure("ShardUnreachable", f"cannot reach {url}: BadStatusLine")

@@ -78,12 +78,22 @@ def _asked(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Pr
     if last is not None and now < last.next_at:
         return last.probe
     target = _target(ctx, shard, root)
-    probe = Probe(failure=target) if isinstance(target, Failure) else ctx.probe(target)
+    probe = Probe(failure=target) if isinstance(target, Failure) else _probe(ctx, target, logger)
     failures = (last.failures + 1 if last else 1) if _failed(probe) else 0
     ctx.probes[shard.key] = Asked(probe, failures, now + probe_delay(failures))
     if last is None or last.probe != probe:
         logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
     return probe
+
+
+def _probe(ctx: Context, target: ProbeTarget, logger: Logger) -> Probe:
+    """``ctx.probe``, whose bug must not cost the pass its status write; only the exception's
+    type is shown, its text might quote what the probe held."""
+    try:
+        return ctx.probe(target)
+    except Exception as err:
+        logger.error("the health probe failed: %s", type(err).__name__)
+        return Probe(failure=Failure("ProbeFailed", f"the probe failed: {type(err).__name__}"))
 
 
 def _summary(probe: Probe) -> str:

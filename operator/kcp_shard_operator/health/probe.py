@@ -9,6 +9,7 @@ status codes and socket or TLS errors only, never a credential.
 
 from __future__ import annotations
 
+import http.client
 import ssl
 
 from kcp_shard_operator.core.health import (
@@ -34,6 +35,9 @@ from kcp_shard_operator.kube.kubeconfig import KubeconfigError
 PROBE_TIMEOUT = 5.0
 """Seconds per request: a pass asks at most three questions while it holds the Shard's lock."""
 INVALID_KUBECONFIG = "InvalidKubeconfig"
+NO_ANSWER = (OSError, ssl.SSLError, http.client.HTTPException, ValueError)
+"""What a request raises without an answer: socket and TLS errors, a peer that does not speak
+HTTP (``BadStatusLine``), a URL urllib refuses late (``InvalidURL``, a ``ValueError``)."""
 
 
 class _NoAnswerError(Exception):
@@ -70,15 +74,14 @@ def _client(kubeconfig: bytes, timeout: float, whose: str) -> ShardClient:
 
 def _unreachable(client: ShardClient, err: BaseException) -> _NoAnswerError:
     server = client.target.server
-    return _NoAnswerError(
-        Failure(SHARD_UNREACHABLE, f"cannot reach {server}: {unreachable_reason(err)}")
-    )
+    why = unreachable_reason(err) if isinstance(err, OSError) else type(err).__name__
+    return _NoAnswerError(Failure(SHARD_UNREACHABLE, f"cannot reach {server}: {why}"))
 
 
 def _text(client: ShardClient, url: str) -> tuple[int, str]:
     try:
         status, raw = client.send("GET", url)
-    except (OSError, ssl.SSLError) as err:
+    except NO_ANSWER as err:
         raise _unreachable(client, err) from None
     return status, raw.decode(errors="replace")
 
@@ -86,7 +89,7 @@ def _text(client: ShardClient, url: str) -> tuple[int, str]:
 def _get(client: ShardClient, url: str) -> Response:
     try:
         return client.request("GET", url)
-    except (OSError, ssl.SSLError) as err:
+    except NO_ANSWER as err:
         raise _unreachable(client, err) from None
 
 
