@@ -5,7 +5,8 @@
 #
 # CLUSTER=kwok (default): kwokctl with the binary runtime and the binaries that
 # hack/tools.sh builds (real etcd, kube-apiserver, kube-controller-manager,
-# kube-scheduler; fake nodes and pods by kwok), bound to 127.0.0.1, RBAC on.
+# kube-scheduler; fake nodes and pods by kwok), bound to 127.0.0.1, RBAC on, and a
+# default StorageClass (the controller-manager's hostPath provisioner).
 # CLUSTER=kind: a kind cluster with real kubelets (hack/kind.sh: needs root and a Docker
 # engine, which it installs and starts on Debian; builds kind and its images offline).
 #
@@ -62,6 +63,28 @@ componentsPatches:
   extraArgs:
   - key: service-cluster-ip-range
     value: 10.96.0.0/16
+# Claims of shards on embedded etcd need a provisioner: the controller-manager's own
+# hostPath one creates their volumes under /tmp/hostpath_pv on this machine (kwok runs no
+# container, so nothing mounts them) and deletes them with their claims.
+- name: kube-controller-manager
+  extraArgs:
+  - key: enable-hostpath-provisioner
+    value: "true"
+EOF
+}
+
+# The default StorageClass, served by the hostPath provisioner of kube-controller-manager.
+kwok_storage_class() {
+  log "creating the default StorageClass standard (kubernetes.io/host-path)"
+  kubectl_c apply -f - >/dev/null <<EOF
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: kubernetes.io/host-path
+reclaimPolicy: Delete
+volumeBindingMode: Immediate
 EOF
 }
 
@@ -119,6 +142,7 @@ kwok_up() {
   log "scaling to ${CLUSTER_NODES} fake node(s)"
   kw scale node --replicas "${CLUSTER_NODES}"
   wait_nodes
+  kwok_storage_class
 }
 
 kwok_down() {

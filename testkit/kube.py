@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import secrets
 import subprocess
@@ -152,3 +153,21 @@ def shard_ready(obj: Obj, version: str | None = None) -> bool:
         and status.get("version") == (version or obj["spec"]["version"])
         and status.get("observedGeneration") == obj["metadata"]["generation"]
     )
+
+
+def credential_strings(kubeconfig: Path) -> list[str]:
+    """The secret parts of ``kubeconfig``'s users, as they could show up in a log: tokens,
+    passwords, client keys (inline or in files; base64 and each line of the PEM body)."""
+    config = yaml.safe_load(kubeconfig.read_text()) or {}
+    found: list[str] = []
+    for entry in config.get("users") or []:
+        user = entry.get("user") or {}
+        found += [str(user[key]) for key in ("token", "password") if user.get(key)]
+        pem = ""
+        if user.get("client-key-data"):
+            found.append(str(user["client-key-data"]))
+            pem = base64.b64decode(user["client-key-data"]).decode(errors="replace")
+        elif user.get("client-key"):
+            pem = (kubeconfig.parent / str(user["client-key"])).read_text()
+        found += [line for line in pem.splitlines() if line and not line.startswith("-----")]
+    return found

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from pathlib import Path
 
@@ -34,6 +35,12 @@ class OperatorProcess:
         return self.process.log_path
 
     @property
+    def pid(self) -> int | None:
+        """The process id of the running operator, None when it is not running."""
+        popen = self.process.popen
+        return popen.pid if popen is not None and popen.poll() is None else None
+
+    @property
     def healthz(self) -> str:
         return f"http://127.0.0.1:{self.port}/healthz"
 
@@ -63,6 +70,13 @@ class OperatorProcess:
 
     def running(self) -> bool:
         return self.process.running()
+
+    def pause(self) -> None:
+        """SIGSTOP the operator: it reads and writes nothing until :meth:`resume`."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
 
     def stop(self, grace: float = 15) -> int | None:
         """SIGTERM the operator, SIGKILL it after ``grace`` seconds; return its exit code."""

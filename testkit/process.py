@@ -91,6 +91,11 @@ class LoggedProcess:
             raise PortTakenError(f"{what}: {PORT_TAKEN}")
         raise AssertionError(f"{what} exited with {code}:\n{self.log_tail(60)}")
 
+    def send_signal(self, signum: signal.Signals) -> None:
+        """Send ``signum`` to the process group (SIGSTOP pauses it, SIGCONT resumes it)."""
+        assert self.popen is not None, "not started"
+        os.killpg(self.popen.pid, signum)
+
     def kill(self) -> None:
         """SIGKILL the process group and reap the process: a crash, no clean shutdown."""
         assert self.popen is not None, "not started"

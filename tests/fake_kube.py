@@ -126,6 +126,14 @@ class FakeKube:
         new = {**copy.deepcopy(obj), "metadata": meta, "status": old.get("status")}
         return copy.deepcopy(new) if dry_run else self.put(new)
 
+    def storage_classes(self) -> dict[str, JSON]:
+        self._call("list", "StorageClass", "")
+        return {
+            name: copy.deepcopy(obj)
+            for (kind, _, name), obj in self.objects.items()
+            if kind == "StorageClass"
+        }
+
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self._call("delete", kind, name)
         self.objects.pop((kind, namespace, name), None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kcp_shard_operator.core.render import HASH_ANNOTATION, render_shard
+from kcp_shard_operator.core.meta import HASH_ANNOTATION
+from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 

@@ -326,6 +326,8 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("deployments", ["get", "list", "watch", "create", "patch", "update"]),
         ("services", ["get", "list", "watch", "create", "patch", "update", "delete"]),
         ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "update", "delete"]),
+        ("persistentvolumeclaims", ["get", "list", "watch", "create", "patch"]),
+        ("storageclasses", ["list"]),
         ("pods", ["list", "watch"]),
         ("secrets", ["get", "list", "watch"]),
         ("events", ["create"]),
@@ -354,13 +356,14 @@ def test_watch_namespaces_switch_to_roles() -> None:
             "resources": ["customresourcedefinitions"],
             "verbs": ["list", "watch"],
         },
+        {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"], "verbs": ["list"]},
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list", "watch"]},
     ]
     roles = of_kind(objects, "Role")
     bindings = of_kind(objects, "RoleBinding")
     assert sorted(r["metadata"]["namespace"] for r in roles) == ["kcp-a", "kcp-b"]
     assert sorted(b["metadata"]["namespace"] for b in bindings) == ["kcp-a", "kcp-b"]
-    default_rules = one(render("--set", "clusterWide=true"), "ClusterRole")["rules"][1:]
+    default_rules = one(render("--set", "clusterWide=true"), "ClusterRole")["rules"][2:]
     for role in roles:
         assert role["rules"] == default_rules
     for binding in [*bindings, one(objects, "ClusterRoleBinding")]:

@@ -29,7 +29,7 @@ def test_invalid_shard_is_reported_and_not_printed(
     assert len(lines) == 1
     assert lines[0].startswith("error: Shard ns/bad: spec.version: 'v1' does not match ")
     names = [d["metadata"]["name"] for d in yaml.safe_load_all(out)]
-    assert names == ["root-kcp", "root-kcp"]
+    assert names == ["root-kcp", "root-kcp-data", "root-kcp"]
 
 
 @pytest.mark.parametrize(
@@ -71,7 +71,8 @@ def test_root_can_come_from_another_file(
     b = write(tmp_path, "b.yaml", {"kind": "ConfigMap", "apiVersion": "v1"}, non_root_object())
     assert main(["render", "-f", a, "-f", b]) == 0
     kinds = [d["kind"] for d in yaml.safe_load_all(capsys.readouterr().out)]
-    assert kinds == ["Service", "Deployment", "Service", "Deployment"]
+    claim = "PersistentVolumeClaim"
+    assert kinds == ["Service", claim, "Deployment", "Service", claim, "Deployment"]
 
 
 def test_release_flag_and_env(

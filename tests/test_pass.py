@@ -50,18 +50,19 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     run(ctx, "root")
     assert kube.writes == [
         ("apply", "Service", "root-kcp"),
+        ("apply", "PersistentVolumeClaim", "root-kcp-data"),
         ("apply", "Deployment", "root-kcp"),
         ("status", "Shard", "root"),
     ]
     for child in render_shard(make(shard_object()), None, RELEASE, {}).objects:
-        assert contains(kube.objects[(child["kind"], "ns", "root-kcp")], child)
+        assert contains(kube.objects[(child["kind"], "ns", child["metadata"]["name"])], child)
     assert status(kube, "root")["phase"] == "Progressing"
     assert condition(kube, "root", "Ready") == ("False", "RollingOut")
     assert effects.events == []
 
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     run(ctx, "root")
-    assert kube.writes[3:] == [("status", "Shard", "root")]
+    assert kube.writes[4:] == [("status", "Shard", "root")]
     assert (status(kube, "root")["phase"], status(kube, "root")["version"]) == ("Ready", "0.34.0")
     assert [event.reason for _, event in effects.events] == ["RolledOut"]
 
@@ -125,7 +126,7 @@ def test_a_non_root_shard_waits_for_its_root(
     ctx = context(kube)
     run(ctx, "shard-1")
     written = {kind for op, kind, _ in kube.writes if op == "apply"}
-    assert written == ({"Service", "Deployment"} if children else set())
+    assert written == ({"Service", "PersistentVolumeClaim", "Deployment"} if children else set())
     assert status(kube, "shard-1")["phase"] == phase
     assert condition(kube, "shard-1", "Progressing") == progressing
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import (
     Cause,
@@ -16,10 +17,10 @@ from kcp_shard_operator.core.planner import (
     foreign_fields,
     held_at_running_version,
     plan,
-    quantity,
     replacement,
 )
-from kcp_shard_operator.core.render import VERSION_ANNOTATION, render_shard
+from kcp_shard_operator.core.quantity import quantity
+from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
@@ -63,7 +64,7 @@ def test_non_root_waits_for_root(
 def test_root_shard_never_waits() -> None:
     decision = plan(make(shard_object()), None, {}, RELEASE)
     assert decision.waiting is None
-    assert [o["kind"] for o in decision.apply] == ["Service", "Deployment"]
+    assert [o["kind"] for o in decision.apply] == ["Service", "PersistentVolumeClaim", "Deployment"]
 
 
 def test_missing_root_is_an_error() -> None:

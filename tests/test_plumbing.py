@@ -3,16 +3,20 @@ counters, conditions, local processes."""
 
 from __future__ import annotations
 
+import base64
 import re
 import signal
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from testkit.cluster import cluster_script_env, orphaned_clusters, session_cluster_name
-from testkit.kube import condition, shard_ready, unique_name
+from testkit.kube import condition, credential_strings, shard_ready, unique_name
+from testkit.kwok import KwokControlPlane
 from testkit.metrics import request_totals, writes_between
 from testkit.process import LoggedProcess, PortTakenError, on_free_ports
 from testkit.tools import REPO
@@ -234,3 +238,57 @@ def test_on_free_ports_gives_up_after_its_attempts() -> None:
 
     with pytest.raises(PortTakenError):
         on_free_ports(start, lambda: None, attempts=2)
+
+
+def _process_state(pid: int) -> str:
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_logged_process_is_paused_and_resumed(tmp_path: Path) -> None:
+    proc = LoggedProcess(tmp_path / "p.log")
+    proc.start([sys.executable, "-c", "import time; time.sleep(60)"])
+    assert proc.popen is not None
+    pid = proc.popen.pid
+    proc.send_signal(signal.SIGSTOP)
+    wait_for(lambda: _process_state(pid) == "T", 10, "the process to stop")
+    proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: _process_state(pid) != "T", 10, "the process to resume")
+    assert proc.stop(grace=5) == -signal.SIGTERM
+
+
+def test_kwok_component_is_found_paused_and_killed_by_its_pid_file(tmp_path: Path) -> None:
+    plane = KwokControlPlane(name="c", env={"KWOK_WORKDIR": str(tmp_path)})
+    pids = tmp_path / "clusters" / "c" / "pids"
+    pids.mkdir(parents=True)
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as component:
+        (pids / "kube-apiserver.pid").write_text(str(component.pid))
+        (pids / "etcd.pid").write_text("not a pid")
+        assert plane.pid("kube-apiserver") == component.pid
+        assert plane.pid("etcd") is None
+        assert plane.pid("kube-scheduler") is None
+        plane.send_signal("kube-apiserver", signal.SIGSTOP)
+        wait_for(lambda: _process_state(component.pid) == "T", 10, "the component to stop")
+        plane.kill("kube-apiserver")  # leaves a zombie until reaped: it counts as ended
+        assert plane.pid("kube-apiserver") is None
+        assert not (pids / "kube-apiserver.pid").exists()
+        assert component.wait(10) == -signal.SIGKILL
+
+
+def test_credential_strings_of_inline_and_file_credentials(tmp_path: Path) -> None:
+    key_pem = "-----BEGIN KEY-----\nAAAkeyline1\nBBBkeyline2\n-----END KEY-----\n"
+    (tmp_path / "client.key").write_text(key_pem)
+    key_data = base64.b64encode(key_pem.encode()).decode()
+    users = [
+        {"name": "t", "user": {"token": "tok-123"}},
+        {"name": "p", "user": {"username": "u", "password": "pw-456"}},
+        {"name": "d", "user": {"client-certificate-data": "Y2VydA==", "client-key-data": key_data}},
+        {"name": "f", "user": {"client-certificate": "client.crt", "client-key": "client.key"}},
+    ]
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({"users": users}))
+    found = credential_strings(kubeconfig)
+    assert found == [
+        "tok-123", "pw-456", key_data, "AAAkeyline1", "BBBkeyline2", "AAAkeyline1", "BBBkeyline2"
+    ]  # fmt: skip
+    kubeconfig.write_text("apiVersion: v1\n")
+    assert credential_strings(kubeconfig) == []

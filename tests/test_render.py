@@ -4,19 +4,17 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.render import (
-    SECRETS_ANNOTATION,
-    VERSION_ANNOTATION,
-    render_shard,
-    secret_names,
-)
+from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.versions import Version
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 
 ROOT_FLAG = "--root-shard-kubeconfig-file"
+EXTERNAL_ETCD = {"endpoints": ["https://etcd:2379"]}
 
 
 def container(deployment: JSON) -> JSON:
@@ -192,7 +190,11 @@ def test_deployment_shape(root: Shard) -> None:
 def test_single_replica_has_no_pdb_and_embedded_etcd(root: Shard) -> None:
     rendered = render_shard(root, None, RELEASE)
     assert rendered.pdb is None
-    assert [o["kind"] for o in rendered.objects] == ["Service", "Deployment"]
+    assert [o["kind"] for o in rendered.objects] == [
+        "Service",
+        "PersistentVolumeClaim",
+        "Deployment",
+    ]
     args = container(rendered.deployment)["args"]
     assert not any(a.startswith("--etcd-servers") for a in args)
     assert "--shard-base-url=https://root-kcp.ns.svc:6443" in args
@@ -377,7 +379,7 @@ def test_sharded_kcp_trust_and_client_settings(root: Shard) -> None:
 def test_recreate_while_moving_to_another_minor(
     rolled_out: str | None, wanted: str, strategy: str
 ) -> None:
-    obj = shard_object(version=wanted)
+    obj = shard_object(version=wanted, etcd=EXTERNAL_ETCD)
     if rolled_out:
         obj["status"] = {"version": rolled_out}
     rendered = render_shard(make(obj), None, RELEASE).deployment["spec"]["strategy"]

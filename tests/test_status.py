@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.render import VERSION_ANNOTATION
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import (
     Observation,

@@ -34,6 +34,7 @@ from testkit.kube import (
     delete_namespace,
     delete_shards,
 )
+from testkit.kwok import KwokControlPlane
 from testkit.operator_process import OperatorProcess
 from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 
@@ -111,6 +112,22 @@ def cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
         with uncaptured(pytestconfig):
             _stop_cluster(script_env)
         signal.signal(signal.SIGTERM, previous_sigterm)
+
+
+@pytest.fixture(scope="session")
+def kwok_control_plane(cluster: Cluster) -> KwokControlPlane:
+    """The components of the session's kwok cluster, as local processes to stop and pause.
+
+    With ``E2E_USE_EXISTING_CLUSTER=1`` that is the kwok cluster ``E2E_CLUSTER_NAME`` of the
+    project's kwok workdir; a test needing it is skipped when there is none (another kind of
+    cluster, or a kwok cluster elsewhere).
+    """
+    script_env = cluster_script_env(os.environ, session_cluster_name(os.environ, os.getpid()))
+    script_env["CLUSTER_KUBECONFIG"] = str(cluster.kubeconfig)
+    plane = KwokControlPlane.of(script_env)
+    if not plane.exists():
+        pytest.skip(f"no kwok cluster {plane.name} in {plane.workdir.parent} to stop and start")
+    return plane
 
 
 @pytest.fixture(scope="session")

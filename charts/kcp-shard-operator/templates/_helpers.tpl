@@ -106,6 +106,11 @@ or one Role per watched namespace.
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The claims of shards on embedded etcd: never updated by PUT, never deleted (they hold the
+# shards' data; with whenDeleted: Delete the garbage collector removes them with the Shard).
+- apiGroups: [""]
+  resources: ["persistentvolumeclaims"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]

@@ -18,6 +18,7 @@ from kcp_shard_operator.constants import (
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.fanout import reconcile_referencing, reconcile_with_dependents
 from kcp_shard_operator.controller.reconcile import CHILD_KINDS, reconcile
+from kcp_shard_operator.core.meta import INSTANCE_LABEL
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.kube import credentials
 
@@ -85,9 +86,20 @@ def on_child_event(
     _remember(ctx, str(body.get("kind", "")), type, body)
     if namespace is None:
         return
-    for owner in meta.get("ownerReferences") or []:
-        if owner.get("kind") == SHARD_KIND and owner.get("apiVersion") == SHARD_API_VERSION:
-            reconcile(ctx, namespace, owner["name"], logger)
+    for shard in _shards_of(meta):
+        reconcile(ctx, namespace, shard, logger)
+
+
+def _shards_of(meta: kopf.Meta) -> list[str]:
+    """The Shard a child belongs to: its owner, or for a retained claim (which has no owner
+    reference, so that it outlives the Shard) the instance label."""
+    owners = [
+        owner["name"]
+        for owner in meta.get("ownerReferences") or []
+        if owner.get("kind") == SHARD_KIND and owner.get("apiVersion") == SHARD_API_VERSION
+    ]
+    instance = (meta.get("labels") or {}).get(INSTANCE_LABEL)
+    return owners or ([instance] if instance else [])
 
 
 def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:

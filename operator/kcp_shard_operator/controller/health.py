@@ -18,8 +18,8 @@ from kcp_shard_operator.core.health import (
     kcp_shard_name,
     no_admin_kubeconfig,
 )
+from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.render import child_name
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import condition, rollout_complete
 from kcp_shard_operator.kube.client import APIError, error_message

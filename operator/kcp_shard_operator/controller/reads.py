@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.core.meta import selector_labels
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.render import selector_labels
 from kcp_shard_operator.core.spec import Shard, parse_shard
 
 

@@ -10,10 +10,11 @@ from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
 from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
-from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.claim import claim_name
+from kcp_shard_operator.core.meta import child_name
+from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.planner import cause_of, plan
-from kcp_shard_operator.core.render import child_name
-from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
     Observation,
     change_event,
@@ -27,11 +28,27 @@ CHILD_KINDS = tuple(
     (api_version, kind, PLURALS[kind])
     for api_version, kind in (
         ("v1", "Service"),
+        ("v1", "PersistentVolumeClaim"),
         ("apps/v1", "Deployment"),
         ("policy/v1", "PodDisruptionBudget"),
     )
 )
-"""(apiVersion, kind, plural) of the objects a Shard owns."""
+"""(apiVersion, kind, plural) of the objects rendered for a Shard."""
+
+
+def _child_name(shard: Shard, kind: str) -> str:
+    return claim_name(shard) if kind == "PersistentVolumeClaim" else child_name(shard)
+
+
+def _storage_classes(ctx: Context, claim: JSON | None) -> dict[str, JSON] | None:
+    """The cluster's StorageClasses, read only while the shard's claim is Pending (to say
+    why); None otherwise or when they cannot be read."""
+    if ((claim or {}).get("status") or {}).get("phase") != "Pending":
+        return None
+    try:
+        return ctx.kube.storage_classes()
+    except APIError:
+        return None
 
 
 def _now() -> str:
@@ -65,7 +82,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     try:
         root = root_of(ctx, shard)
         observed = {
-            kind: read(ctx, api, kind, namespace, child_name(shard)) for api, kind, _ in CHILD_KINDS
+            kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
+            for api, kind, _ in CHILD_KINDS
         }
         revisions = {
             name: str(
@@ -81,7 +99,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         )
         write_status(ctx, obj, shard_status(shard, seen, _now()))
         return
-    decision = plan(shard, root, observed, release, revisions)
+    classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
+    decision = plan(shard, root, observed, release, revisions, classes)
     failures: list[str] = []
     for child in decision.apply:
         kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
@@ -119,6 +138,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         apply_errors=failures,
         missing_secrets=decision.missing_secrets,
         pods=shard_pods,
+        storage=decision.storage,
+        claim=observed.get("PersistentVolumeClaim"),
+        storage_problems=decision.storage_problems,
         health=shard_health(ctx, shard, root, obj, deployment, logger),
     )
     status = shard_status(shard, seen, _now())

@@ -7,6 +7,7 @@ from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import (
     RECREATABLE_KINDS,
+    REPLACEABLE_KINDS,
     contains,
     foreign_fields,
     replacement,
@@ -24,7 +25,8 @@ def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str
     Returns the object as written and how. Spec fields another manager added are put
     back by a replace at once (server-side apply would keep them).
     """
-    if live is not None and foreign_fields(live, FIELD_MANAGER):
+    replaceable = child["kind"] in REPLACEABLE_KINDS
+    if live is not None and replaceable and foreign_fields(live, FIELD_MANAGER):
         body = replacement(child, live)
         if contains(live, child):
             # Fields set to what the server would default them to anyway: nothing to put back.
@@ -38,10 +40,11 @@ def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str
         except RefusedError:
             applied = ctx.kube.apply(child)
     except RefusedError:
-        if live is None:
+        if live is None or not replaceable:
+            # A claim the API server refuses stays as it is: it holds the shard's data.
             raise
         return _fall_back(ctx, child, live)
-    if not contains(applied, child):
+    if not contains(applied, child) and replaceable:
         return ctx.kube.replace(replacement(child, applied)), "replaced"
     return applied, "applied"
 

@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
 from enum import Enum
 from typing import Any
 
 from kcp_shard_operator.constants import FIELD_MANAGER
+from kcp_shard_operator.core.claim import (
+    Storage,
+    pending_problem,
+    refused_change,
+    runs_on_empty_dir,
+)
+from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.meta import HASH_ANNOTATION, child_name
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.render import HASH_ANNOTATION, child_name, render_shard, secret_names
+from kcp_shard_operator.core.quantity import quantity
+from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import deployed_version
 from kcp_shard_operator.core.versions import Version, parse_or_none
@@ -31,6 +38,9 @@ class Plan:
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
     missing_secrets: list[str] = field(default_factory=list)
+    storage: Storage = Storage.CLAIM
+    storage_problems: list[tuple[str, str]] = field(default_factory=list)
+    """(reason, message) of what keeps the data volume from its desired state."""
 
 
 def waiting_for_root(shard: Shard, root: Shard, deployment: JSON | None) -> str | None:
@@ -74,19 +84,24 @@ def plan(
     observed: dict[str, JSON | None],
     deprecating_release: Version,
     secret_revisions: Mapping[str, str] | None = None,
+    storage_classes: dict[str, JSON] | None = None,
 ) -> Plan:
-    """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None."""
+    """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
+    ``storage_classes`` are the cluster's StorageClasses by name (None: not known)."""
     if not shard.spec.is_root and root is None:
         assert shard.spec.root_shard_ref is not None
         return Plan(
             error=f"root Shard {shard.spec.root_shard_ref.name!r} not found in {shard.namespace}",
             error_reason="RootShardNotFound",
         )
+    deployment = observed.get("Deployment")
+    on_empty_dir = runs_on_empty_dir(deployment)
     try:
-        rendered = render_shard(shard, root, deprecating_release, secret_revisions)
+        rendered = render_shard(
+            shard, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
+        )
     except SpecError as err:
         return Plan(error=str(err))
-    deployment = observed.get("Deployment")
     refusal = refused_downgrade(shard, deployment)
     waiting = None
     if refusal is None and root is not None:
@@ -100,15 +115,23 @@ def plan(
         if held is None:
             return verdict
         try:
-            rendered = render_shard(held, root, deprecating_release, secret_revisions)
+            rendered = render_shard(
+                held, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
+            )
         except SpecError:
             return verdict
-    drifted = [
-        obj
-        for obj in rendered.objects
-        if not contains(observed.get(obj["kind"]), obj)
-        or foreign_fields(observed.get(obj["kind"]) or {}, FIELD_MANAGER)
-    ]
+    storage_problems = []
+    objects = rendered.objects
+    if rendered.claim is not None:
+        live_claim = observed.get("PersistentVolumeClaim")
+        refusal_of_claim = refused_change(rendered.claim, live_claim)
+        if refusal_of_claim:
+            storage_problems.append(("StorageChangeRefused", refusal_of_claim))
+            objects = [obj for obj in objects if obj is not rendered.claim]
+        pending = pending_problem(rendered.claim, live_claim, storage_classes)
+        if pending:
+            storage_problems.append(pending)
+    drifted = [obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)]
     mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
     return replace(
         verdict,
@@ -119,7 +142,20 @@ def plan(
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         dropped_args=[] if held_back else rendered.dropped_args,
         unused_refs=[] if held_back else rendered.unused_refs,
+        storage=rendered.storage,
+        storage_problems=storage_problems,
     )
+
+
+def drifted_from(live: JSON | None, desired: JSON) -> bool:
+    """Whether ``live`` needs a write to become ``desired``.
+
+    A claim is only compared by value: the volume binder sets its ``volumeName`` (another
+    field manager), which is no hand edit to put back.
+    """
+    if not contains(live, desired):
+        return True
+    return desired["kind"] in REPLACEABLE_KINDS and bool(foreign_fields(live or {}, FIELD_MANAGER))
 
 
 def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
@@ -164,35 +200,6 @@ def contains(actual: Any, desired: Any) -> bool:
             and all(contains(a, d) for a, d in zip(actual, desired, strict=True))
         )
     return bool(actual == desired)
-
-
-_QUANTITY = re.compile(r"^([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)([KMGTPE]i|[numkMGTPE])?$")
-_SUFFIX = {
-    "n": Decimal("1e-9"),
-    "u": Decimal("1e-6"),
-    "m": Decimal("1e-3"),
-    "": Decimal(1),
-    "k": Decimal("1e3"),
-    "M": Decimal("1e6"),
-    "G": Decimal("1e9"),
-    "T": Decimal("1e12"),
-    "P": Decimal("1e15"),
-    "E": Decimal("1e18"),
-    **{f"{p}i": Decimal(1024) ** (i + 1) for i, p in enumerate("KMGTPE")},
-}
-
-
-def quantity(value: Any) -> Decimal | None:
-    """The value of a Kubernetes quantity (``500m``, ``2Gi``, ``3``), or None."""
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        return None
-    match = _QUANTITY.match(str(value))
-    if match is None:
-        return None
-    try:
-        return Decimal(match.group(1)) * _SUFFIX[match.group(2) or ""]
-    except InvalidOperation:
-        return None
 
 
 def _same_quantity(actual: Any, desired: JSON) -> bool:
@@ -264,6 +271,9 @@ def foreign_fields(live: JSON, manager: str) -> list[str]:
 
 # Allocated by the API server and immutable: a replace must carry them over.
 _ALLOCATED_SPEC_FIELDS = {"Service": ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")}
+REPLACEABLE_KINDS = frozenset({"Deployment", "Service", "PodDisruptionBudget"})
+"""Kinds the operator may replace (PUT) with its rendering. Never a claim: most of its spec
+is fixed once it exists, and its binding is another controller's."""
 RECREATABLE_KINDS = frozenset({"Service", "PodDisruptionBudget"})
 """Kinds the operator may delete and create again when neither apply nor replace works."""
 

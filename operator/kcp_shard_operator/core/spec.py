@@ -14,6 +14,7 @@ from typing import Any
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.versions import (
     MINIMUM_KCP_VERSION,
     VERSION_PATTERN,
@@ -33,6 +34,7 @@ NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_NAME_LENGTH = 63 - len("-kcp")
 # The version goes into the app.kubernetes.io/version label (at most 63 characters).
 MAX_VERSION_LENGTH = 63
+DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 QUANTITY_PATTERN = (
     r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
@@ -137,6 +139,61 @@ class EtcdSpec:
     )
 
 
+DEFAULT_STORAGE_SIZE = "10Gi"
+STORAGE_RETAIN = "Retain"
+STORAGE_DELETE = "Delete"
+
+
+@dataclass(frozen=True)
+class StorageSpec:
+    """Where a shard on embedded etcd keeps its data (kcp's --root-directory).
+
+    By default a PersistentVolumeClaim the operator creates; an emptyDir only when asked.
+    """
+
+    ephemeral: bool | None = field(
+        "ephemeral",
+        "true: keep kcp's root directory, and so its embedded etcd, on an emptyDir: every "
+        "pod restart starts kcp on an empty etcd and every workspace of the shard is lost "
+        "(for tests only). false: a PersistentVolumeClaim, also for a shard whose "
+        "Deployment has its data on an emptyDir (made by an older operator or while this was "
+        "true; kcp then starts once on an empty etcd). Unset: a claim, except for such a "
+        "shard, which keeps its emptyDir until this is set (condition DataDurable says so).",
+        default=None,
+    )
+    size: str = field(
+        "size",
+        "Requested size of the claim (a quantity); it can grow where the StorageClass allows "
+        "volume expansion, never shrink.",
+        default=DEFAULT_STORAGE_SIZE,
+        maxLength=64,
+        **{
+            "x-kubernetes-validations": [
+                {
+                    "rule": "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
+                    "message": "spec.storage.size must be a positive quantity such as 10Gi",
+                }
+            ]
+        },
+    )
+    storage_class_name: str | None = field(
+        "storageClassName",
+        "StorageClass of the claim; unset: the cluster's default StorageClass. Fixed once the "
+        "claim exists.",
+        default=None,
+        pattern=DNS_SUBDOMAIN_PATTERN,
+        maxLength=253,
+    )
+    when_deleted: str = field(
+        "whenDeleted",
+        "What happens to the claim when the Shard is deleted. Retain (default): it stays, with "
+        "the shard's data; a new Shard of the same name and namespace uses it again. Delete: "
+        "it is deleted with the Shard (owner reference), and so is the data.",
+        default=STORAGE_RETAIN,
+        enum=[STORAGE_RETAIN, STORAGE_DELETE],
+    )
+
+
 @dataclass(frozen=True)
 class CacheSpec:
     """How the shard reaches the cache server."""
@@ -225,6 +282,12 @@ class ShardSpec:
         default=None,
     )
     etcd: EtcdSpec = field("etcd", "etcd storage.", default_factory=EtcdSpec)
+    storage: StorageSpec | None = field(
+        "storage",
+        "Volume of kcp's root directory, which holds the embedded etcd (default: a "
+        "PersistentVolumeClaim of 10Gi); only for shards without spec.etcd.endpoints.",
+        default=None,
+    )
     base_url: str | None = field(
         "baseURL", "--shard-base-url; defaults to the Service URL.", default=None
     )
@@ -291,6 +354,14 @@ class ShardSpec:
         return self.root_shard_ref is None
 
     @property
+    def embedded_etcd(self) -> bool:
+        return not self.etcd.endpoints
+
+    @property
+    def storage_or_default(self) -> StorageSpec:
+        return self.storage or StorageSpec()
+
+    @property
     def kcp_version(self) -> Version:
         return Version.parse(self.version)
 
@@ -354,6 +425,13 @@ SPEC_RULES = (
         "&& size(self.etcd.endpoints) > 0)",
         message="spec.replicas > 1 needs spec.etcd.endpoints: embedded etcd is private to each pod",
         holds=lambda spec: spec.replicas <= 1 or bool(spec.etcd.endpoints),
+    ),
+    Rule(
+        cel="!has(self.storage) || !has(self.etcd) || !has(self.etcd.endpoints) "
+        "|| size(self.etcd.endpoints) == 0",
+        message="spec.storage applies to embedded etcd only: with spec.etcd.endpoints kcp "
+        "keeps its data in that etcd",
+        holds=lambda spec: spec.embedded_etcd or spec.storage is None,
     ),
     Rule(
         cel="!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
@@ -432,6 +510,12 @@ def _check_free_form(spec: ShardSpec) -> None:
                 )
     for index, toleration in enumerate(spec.tolerations):
         _check_toleration(toleration, f"spec.tolerations[{index}]")
+    if spec.storage is not None:
+        size = quantity(spec.storage.size)
+        if size is None or size <= 0:
+            raise SpecError(
+                "spec.storage.size", f"{spec.storage.size!r} is not a positive quantity (e.g. 10Gi)"
+            )
 
 
 def _check_toleration(toleration: JSON, path: str) -> None:

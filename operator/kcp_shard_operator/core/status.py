@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.core.claim import Storage, claim_name
 from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
+from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.render import VERSION_ANNOTATION
 from kcp_shard_operator.core.spec import Shard
 
 READY = "Ready"
@@ -15,6 +16,7 @@ PROGRESSING = "Progressing"
 DEGRADED = "Degraded"
 DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
 IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
+DATA_DURABLE = "DataDurable"
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,10 @@ class Observation:
     apply_errors: list[str] = field(default_factory=list)
     missing_secrets: list[str] = field(default_factory=list)
     pods: list[JSON] = field(default_factory=list)
+    storage: Storage = Storage.CLAIM
+    claim: JSON | None = None
+    """The live PersistentVolumeClaim of the shard's data, if any."""
+    storage_problems: list[tuple[str, str]] = field(default_factory=list)
     health: Health | None = None
     """What kcp answered (:mod:`kcp_shard_operator.core.health`); None while rolling out."""
 
@@ -121,6 +127,7 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
     if seen.error:
         found.append((seen.error_reason, seen.error))
     found += [("ApplyFailed", error) for error in seen.apply_errors]
+    found += seen.storage_problems
     if seen.missing_secrets:
         found.append(
             (
@@ -191,7 +198,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error or seen.apply_errors or (health and health.not_ready):
+    if seen.error or seen.apply_errors or seen.storage_problems or (health and health.not_ready):
         phase = "Degraded"
     elif seen.waiting:
         phase = "WaitingForRootShard"
@@ -204,7 +211,55 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     checked = (
         [Condition(DATA_VERIFIED, health.verified, health.reason, health.message)] if health else []
     )
-    return phase, [ready, progressing, degraded, flag_cond, *checked, *seen.extra_conditions]
+    conditions = [ready, progressing, degraded, flag_cond, durability(shard, seen), *checked]
+    return phase, [*conditions, *seen.extra_conditions]
+
+
+def durability(shard: Shard, seen: Observation) -> Condition:
+    """Whether the shard's data outlives its pods, and where it is kept."""
+    if seen.storage is Storage.EXTERNAL_ETCD:
+        return Condition(
+            DATA_DURABLE,
+            True,
+            "ExternalEtcd",
+            "kcp keeps its data in etcd at " + ",".join(shard.spec.etcd.endpoints),
+        )
+    if seen.storage is Storage.EPHEMERAL:
+        return Condition(
+            DATA_DURABLE,
+            False,
+            "Ephemeral",
+            "spec.storage.ephemeral is true: kcp's embedded etcd is on an emptyDir, so every "
+            "workspace of this shard is lost whenever its pod is replaced",
+        )
+    if seen.storage is Storage.KEPT_EMPTY_DIR:
+        return Condition(
+            DATA_DURABLE,
+            False,
+            "EmptyDirKept",
+            "this shard's Deployment keeps kcp's embedded etcd on an emptyDir (made by an "
+            "older operator, or while spec.storage.ephemeral was true), which loses every "
+            "workspace whenever the pod is replaced; it is kept so as not to start kcp empty "
+            "now. Set spec.storage.ephemeral to false to move it "
+            "to a PersistentVolumeClaim (kcp then starts once on an empty etcd: back up its "
+            "workspaces first), or to true to keep the emptyDir",
+        )
+    name = claim_name(shard)
+    phase = ((seen.claim or {}).get("status") or {}).get("phase")
+    if phase == "Bound":
+        size = ((seen.claim or {}).get("status") or {}).get("capacity", {}).get("storage", "")
+        return Condition(
+            DATA_DURABLE,
+            True,
+            "ClaimBound",
+            f"kcp's embedded etcd is on PersistentVolumeClaim {name} ({size})".replace(" ()", ""),
+        )
+    return Condition(
+        DATA_DURABLE,
+        False,
+        "ClaimNotBound",
+        f"PersistentVolumeClaim {name} is {phase or 'not created yet'}",
+    )
 
 
 def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
@@ -258,6 +313,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
         (DEGRADED, "Warning"),
         (DEPRECATED_FLAG_DROPPED, "Warning"),
         (IDENTITY_CACHE_CLEANED, "Normal"),
+        (DATA_DURABLE, "Warning"),
     ):
         new = condition(after, type_)
         old = condition(before, type_)
@@ -273,6 +329,9 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
         if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
             # A rollout starts with the write that posts ``Configured`` (none on creation).
             interesting = False
+        if type_ == DATA_DURABLE:
+            # A claim binding is no news; data that will not survive a restart is.
+            interesting = new["reason"] in ("Ephemeral", "EmptyDirKept")
         if interesting:
             kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
             events.append(Event(kind, new["reason"], new["message"]))

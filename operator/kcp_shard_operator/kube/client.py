@@ -26,6 +26,7 @@ from kcp_shard_operator.kube.tls import ssl_context
 
 PLURALS = {
     "Deployment": "deployments",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "Pod": "pods",
     "Secret": "secrets",
@@ -122,6 +123,11 @@ class Kube:
             "application/json",
             params,
         )
+
+    def storage_classes(self) -> dict[str, JSON]:
+        """The cluster's StorageClasses by name."""
+        found = self._call("GET", "/apis/storage.k8s.io/v1/storageclasses") or {}
+        return {item["metadata"]["name"]: item for item in found.get("items") or []}
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self._call("DELETE", path_of(api_version, kind, namespace, name))

@@ -1,0 +1,145 @@
+"""Shard -> its kcp Deployment: the pod template, probes and update strategy (pure)."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from kcp_shard_operator.core.claim import Storage
+from kcp_shard_operator.core.kcpargs import Pod
+from kcp_shard_operator.core.meta import (
+    SECRETS_ANNOTATION,
+    VERSION_ANNOTATION,
+    labels,
+    metadata,
+    selector_labels,
+)
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.service import PORT
+from kcp_shard_operator.core.spec import Shard
+
+PROBE_PERIOD_SECONDS = 2
+"""Probes every 2 s: a new pod joins the Service at most 2 s after kcp is ready."""
+STARTUP_SECONDS = 300
+"""How long kcp may take to become ready before its container is restarted."""
+TERMINATION_GRACE_SECONDS = 10
+"""kcp v0.27.1 waits out the grace period after SIGTERM (30 s by default) before it exits
+(measured in make e2e-upgrade); with Recreate that wait was a third of the outage. A SIGKILL
+after 10 s is safe for the data: etcd acknowledges a write only once it is in its
+write-ahead log."""
+
+
+def secret_names(pod_spec: JSON) -> list[str]:
+    """Names of the Secrets a pod spec mounts, sorted."""
+    return sorted({v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v})
+
+
+def _revisions_digest(names: list[str], revisions: Mapping[str, str]) -> str:
+    text = ";".join(f"{name}={revisions.get(name, '')}" for name in names)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def deployment(
+    shard: Shard,
+    root_name: str | None,
+    pod: Pod,
+    revisions: Mapping[str, str] | None,
+    storage: Storage,
+) -> JSON:
+    spec = shard.spec
+    probe_get = {"port": PORT, "scheme": "HTTPS"}
+    container: JSON = {
+        "name": "kcp",
+        "image": spec.image_ref,
+        "command": ["/kcp", "start"],
+        "args": pod.args,
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
+        "startupProbe": {
+            "httpGet": {**probe_get, "path": "/readyz"},
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_PERIOD_SECONDS,
+            "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD_SECONDS,
+        },
+        "readinessProbe": {
+            "httpGet": {**probe_get, "path": "/readyz"},
+            "periodSeconds": PROBE_PERIOD_SECONDS,
+            "timeoutSeconds": PROBE_PERIOD_SECONDS,
+        },
+        "livenessProbe": {
+            "httpGet": {**probe_get, "path": "/livez"},
+            "periodSeconds": 10,
+            "failureThreshold": 6,
+        },
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "capabilities": {"drop": ["ALL"]},
+        },
+        "volumeMounts": pod.mounts,
+    }
+    if spec.image.pull_policy:
+        container["imagePullPolicy"] = spec.image.pull_policy
+    if spec.resources:
+        container["resources"] = spec.resources
+    pod_spec: JSON = {
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "runAsUser": 65532,
+            "fsGroup": 65532,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+        "containers": [container],
+        "volumes": pod.volumes,
+    }
+    if spec.node_selector:
+        pod_spec["nodeSelector"] = spec.node_selector
+    if spec.tolerations:
+        pod_spec["tolerations"] = spec.tolerations
+    if spec.affinity:
+        pod_spec["affinity"] = spec.affinity
+    annotations = {VERSION_ANNOTATION: spec.version}
+    if revisions is not None:
+        annotations[SECRETS_ANNOTATION] = _revisions_digest(secret_names(pod_spec), revisions)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(shard, root_name, versioned=True),
+        "spec": {
+            "replicas": spec.replicas,
+            "selector": {"matchLabels": selector_labels(shard)},
+            "strategy": strategy(shard, storage),
+            "template": {
+                "metadata": {
+                    "labels": labels(shard, root_name, versioned=True),
+                    "annotations": annotations,
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def changes_minor_release(shard: Shard) -> bool:
+    """Whether ``shard`` moves from the kcp minor release rolled out on every replica
+    (``status.version``) to another one."""
+    running = shard.status_version
+    return running is not None and running.minor_release != shard.spec.kcp_version.minor_release
+
+
+def strategy(shard: Shard, storage: Storage) -> JSON:
+    """One surge pod at a time; ``Recreate`` on a claim or while the shard moves to another
+    kcp minor.
+
+    A claim is ReadWriteOnce and holds one embedded etcd: a surge pod could not attach it on
+    another node, and on the same node it would open the etcd of the running pod.
+
+    Two kcp minor releases on one etcd fight over their bootstrap objects: kcp 0.27.1
+    replicas keep patching the APIExports a 0.28.0 pod bootstraps as apis.kcp.io/v1alpha2,
+    and the 0.28.0 pod stays unready for minutes (restarted by its startup probe). Recreate
+    stops the old replicas first: the shard is down for one pod's restart instead.
+    """
+    if storage is Storage.CLAIM or changes_minor_release(shard):
+        return {"type": "Recreate"}
+    return {"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1}}

@@ -1,0 +1,177 @@
+"""Shard -> the ``kcp start`` arguments of its pods, with the Secret volumes they mount (pure).
+
+Every flag a Shard's spec sets is rendered here, gated by kcp version through the flag table
+(:mod:`kcp_shard_operator.core.versions`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcp_shard_operator.core.flags import flag_name, retire
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.service import PORT, service_url
+from kcp_shard_operator.core.spec import (
+    CASecretKeyRef,
+    LocalObjectRef,
+    SecretKeyRef,
+    Shard,
+    missing_root_kubeconfig,
+)
+from kcp_shard_operator.core.versions import (
+    CACHE_KUBECONFIG_FLAG,
+    ROOT_SHARD_KUBECONFIG_FLAG,
+    Role,
+    Version,
+    flag_applies,
+    retired_flags,
+)
+
+ROOT_DIRECTORY = "/var/lib/kcp"
+
+
+@dataclass
+class Pod:
+    """Accumulates flags, volumes and mounts while rendering one pod."""
+
+    args: list[str] = field(default_factory=list)
+    volumes: list[JSON] = field(default_factory=list)
+    mounts: list[JSON] = field(default_factory=list)
+
+    def mount_secret(self, volume: str, secret: str, path: str, items: list[JSON] | None) -> None:
+        source: JSON = {"secretName": secret, "defaultMode": 0o440}
+        if items:
+            source["items"] = items
+        self.volumes.append({"name": volume, "secret": source})
+        self.mounts.append({"name": volume, "mountPath": path, "readOnly": True})
+
+    def kubeconfig(self, volume: str, ref: SecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "kubeconfig"}])
+        return f"{directory}/kubeconfig"
+
+    def secret_dir(self, volume: str, ref: LocalObjectRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, None)
+        return directory
+
+    def ca_file(self, volume: str, ref: CASecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "ca.crt"}])
+        return f"{directory}/ca.crt"
+
+
+REQUEST_HEADER_FLAGS = (
+    "--requestheader-username-headers=X-Remote-User",
+    "--requestheader-group-headers=X-Remote-Group",
+    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+)
+"""The headers kcp's front-proxy sets on the requests it forwards."""
+
+
+def kcp_flags(
+    shard: Shard, root_name: str | None, deprecating_release: Version, data: JSON
+) -> tuple[Pod, list[str], list[str]]:
+    """The pod's ``kcp start`` arguments, volumes and mounts; ``data`` is the volume of the
+    root directory. Also returns the extra arguments dropped and the refs left unused."""
+    spec = shard.spec
+    version = spec.kcp_version
+    role = Role.ROOT if spec.is_root else Role.NON_ROOT
+    pod = Pod()
+    pod.volumes.append(data)
+    pod.mounts.append({"name": data["name"], "mountPath": ROOT_DIRECTORY})
+    args = pod.args
+    args.append(f"--root-directory={ROOT_DIRECTORY}")
+    if not spec.is_root:
+        args.append(f"--shard-name={shard.name}")
+    args.append(f"--shard-base-url={spec.base_url or service_url(shard)}")
+    if spec.external_url:
+        args.append(f"--shard-external-url={spec.external_url}")
+    args.append(f"--secure-port={PORT}")
+    if spec.etcd.endpoints:
+        args.append(f"--etcd-servers={','.join(spec.etcd.endpoints)}")
+        if spec.etcd.prefix:
+            args.append(f"--etcd-prefix={spec.etcd.prefix}")
+        if spec.etcd.tls_secret_ref:
+            etcd_dir = pod.secret_dir("etcd-tls", spec.etcd.tls_secret_ref, "/etc/kcp/etcd")
+            args += [
+                f"--etcd-cafile={etcd_dir}/ca.crt",
+                f"--etcd-certfile={etcd_dir}/tls.crt",
+                f"--etcd-keyfile={etcd_dir}/tls.key",
+            ]
+    tls = spec.tls
+    if tls.serving_cert_secret_ref:
+        serving = pod.secret_dir(
+            "serving-cert", tls.serving_cert_secret_ref, "/etc/kcp/tls/serving"
+        )
+        args += [f"--tls-cert-file={serving}/tls.crt", f"--tls-private-key-file={serving}/tls.key"]
+    if tls.client_ca_secret_ref:
+        ca_dir = pod.secret_dir("client-ca", tls.client_ca_secret_ref, "/etc/kcp/tls/client-ca")
+        args.append(f"--client-ca-file={ca_dir}/ca.crt")
+    if tls.service_account_key_secret_ref:
+        sa_dir = pod.secret_dir(
+            "service-account-key", tls.service_account_key_secret_ref, "/etc/kcp/tls/sa"
+        )
+        args += [
+            f"--service-account-key-file={sa_dir}/tls.key",
+            f"--service-account-private-key-file={sa_dir}/tls.key",
+        ]
+    if tls.request_header_client_ca_secret_ref:
+        path = pod.ca_file(
+            "requestheader-client-ca",
+            tls.request_header_client_ca_secret_ref,
+            "/etc/kcp/tls/requestheader-client-ca",
+        )
+        args += [f"--requestheader-client-ca-file={path}", *REQUEST_HEADER_FLAGS]
+    if tls.shard_client_cert_secret_ref:
+        client = pod.secret_dir(
+            "shard-client-cert", tls.shard_client_cert_secret_ref, "/etc/kcp/tls/shard-client"
+        )
+        args += [
+            f"--shard-client-cert-file={client}/tls.crt",
+            f"--shard-client-key-file={client}/tls.key",
+        ]
+    if tls.root_ca_secret_ref:
+        path = pod.ca_file("root-ca", tls.root_ca_secret_ref, "/etc/kcp/tls/root-ca")
+        args.append(f"--root-ca-file={path}")
+    lca_ref = spec.logical_cluster_admin_kubeconfig_secret_ref
+    if lca_ref:
+        path = pod.kubeconfig("logical-cluster-admin", lca_ref, "/etc/kcp/logical-cluster-admin")
+        args.append(f"--logical-cluster-admin-kubeconfig={path}")
+    external_lca_ref = spec.external_logical_cluster_admin_kubeconfig_secret_ref
+    if external_lca_ref:
+        path = pod.kubeconfig(
+            "external-logical-cluster-admin",
+            external_lca_ref,
+            "/etc/kcp/external-logical-cluster-admin",
+        )
+        args.append(f"--external-logical-cluster-admin-kubeconfig={path}")
+    cache_ref = spec.cache.kubeconfig_secret_ref
+    if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
+        path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
+        args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")
+    unused: list[str] = []
+    root_ref = spec.root_shard_kubeconfig_secret_ref
+    if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):
+        if root_ref is None:
+            raise missing_root_kubeconfig(version, deprecating_release)
+        path = pod.kubeconfig("root-shard-kubeconfig", root_ref, "/etc/kcp/root-shard")
+        args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
+    elif root_ref is not None:
+        unused.append("spec.rootShardKubeconfigSecretRef")
+    extra, dropped = retire(spec.extra_args, retired_flags(version, role, deprecating_release))
+    _refuse_overrides(args, extra)
+    args += extra
+    return pod, dropped, unused
+
+
+def _refuse_overrides(rendered: list[str], extra: list[str]) -> None:
+    """kcp would see both values of a flag given twice; say which spec field sets it.
+
+    Names are compared as kcp's parser compares them (``_`` equals ``-``).
+    """
+    owned = {flag_name(arg) for arg in rendered}
+    for index, arg in enumerate(extra):
+        name = flag_name(arg)
+        if name in owned:
+            raise SpecError(
+                f"spec.extraArgs[{index}]",
+                f"{name} is rendered by the operator from the Shard's spec; set it there instead",
+            )

@@ -1,0 +1,26 @@
+"""Shard -> its ClusterIP Service (pure)."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.core.meta import child_name, metadata, selector_labels
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import Shard
+
+PORT = 6443
+
+
+def service_url(shard: Shard) -> str:
+    return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
+
+
+def service(shard: Shard, root_name: str | None) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(shard, root_name),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(shard),
+            "ports": [{"name": "https", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
