@@ -255,7 +255,7 @@ def assess(subject: Subject, probe: Probe) -> Health:
                 f"the registration on the root shard was not checked: {probe.registration.message}",
             )
     if subject.root_data_lost:
-        problems.insert(0, (ROOT_DATA_LOST, _root_data_lost(subject)))
+        problems.append((ROOT_DATA_LOST, _root_data_lost(subject)))
     problems.sort(key=lambda found: _ORDER.get(found[0], len(_ORDER)))
     blocking = [p for p in problems if p[0] in NOT_READY_REASONS]
     not_ready = blocking[0] if blocking else None
