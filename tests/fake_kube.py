@@ -6,11 +6,13 @@ from __future__ import annotations
 import base64
 import copy
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from kcp_shard_operator.controller.context import Context, Settings
 from kcp_shard_operator.controller.reconcile import reconcile
+from kcp_shard_operator.core.health import Failure, Probe, ProbeTarget, Registered
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.identitycache.policy import Outcome, Result
@@ -166,18 +168,33 @@ class FakeKube:
         )
 
 
+def healthy(target: ProbeTarget) -> Probe:
+    """kcp's answers about a ready shard on its first etcd, listed by its root."""
+    registration = target.root if isinstance(target.root, Failure) else Registered("reg")
+    return Probe(data_uid=f"data-{target.kcp_name}", registration=registration)
+
+
 @dataclass
 class Effects:
-    """The shard HTTP calls and the Events of a pass, recorded; a clock the test moves."""
+    """The shard HTTP calls and the Events of a pass, recorded; a clock the test moves.
+
+    ``answers`` gives kcp's answers to a probe (default :func:`healthy`).
+    """
 
     outcome: Outcome = field(default_factory=lambda: Outcome(Result.DELETED, "deleted"))
     cleaned: list[bytes] = field(default_factory=list)
+    answers: Callable[[ProbeTarget], Probe] = healthy
+    probed: list[ProbeTarget] = field(default_factory=list)
     events: list[tuple[str, Event]] = field(default_factory=list)
     now: float = 1000.0
 
     def clean(self, kubeconfig: bytes) -> Outcome:
         self.cleaned.append(kubeconfig)
         return self.outcome
+
+    def probe(self, target: ProbeTarget) -> Probe:
+        self.probed.append(target)
+        return self.answers(target)
 
     def post(self, obj: JSON, event: Event) -> None:
         self.events.append((obj["metadata"]["name"], event))
@@ -194,6 +211,7 @@ def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = T
         kube=kube,
         post=effects.post,
         clean=effects.clean,
+        probe=effects.probe,
         clock=effects.clock,
     )
     for (kind, _, _), obj in kube.objects.items():

@@ -65,6 +65,10 @@ class KcpProcess:
     def admin_kubeconfig(self) -> Path:
         return self.root_dir / "admin.kubeconfig"
 
+    @property
+    def etcd_dir(self) -> Path:
+        return self.root_dir / "etcd-server"
+
     def args(self) -> list[str]:
         return [
             str(self.binary),
@@ -77,7 +81,7 @@ class KcpProcess:
             f"--shard-external-url={self.base_url}",
             f"--embedded-etcd-client-port={self.etcd_client_port}",
             f"--embedded-etcd-peer-port={self.etcd_peer_port}",
-            f"--embedded-etcd-directory={self.root_dir / 'etcd-server'}",
+            f"--embedded-etcd-directory={self.etcd_dir}",
             "--kubeconfig-path=admin.kubeconfig",
             *self.extra_args,
         ]
@@ -200,6 +204,23 @@ class ShardedKcp:
         self.shard.binary = binary
         self.shard.start()
         return self.wait_ready(self.shard)
+
+    def restart_root_on_empty_etcd(self, aside: Path) -> float:
+        """Restart the root shard after moving its etcd directory to ``aside``, as a pod does
+        that comes back without its volume: certificates and the shard-admin token stay.
+        Returns the seconds until ready."""
+        self.root.stop()
+        shutil.move(self.root.etcd_dir, aside)
+        self.root.start()
+        return self.wait_ready(self.root)
+
+    def restart_root_on(self, etcd: Path) -> float:
+        """Restart the root shard on the etcd directory ``etcd`` (a restored backup)."""
+        self.root.stop()
+        shutil.rmtree(self.root.etcd_dir, ignore_errors=True)
+        shutil.move(etcd, self.root.etcd_dir)
+        self.root.start()
+        return self.wait_ready(self.root)
 
     def stop(self) -> None:
         self.shard.stop()

@@ -1,5 +1,6 @@
 """What every pass needs: settings, the API calls, the watch-fed store, per-Shard locks, and
-the outside effects a unit test replaces (Events, the shard HTTP cleanup, the clock)."""
+the outside effects a unit test replaces (Events, the shard HTTP cleanup and health probe, the
+clock)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,11 @@ from typing import Any, Protocol, cast
 import kopf
 
 from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.health import Probe, ProbeTarget
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.health.probe import probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome
 
@@ -48,6 +51,15 @@ def post_event(obj: JSON, event: Event) -> None:
     kopf.event(cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message)
 
 
+@dataclass(frozen=True)
+class Asked:
+    """The last answers kcp gave about a Shard, failed probes in a row, and when to ask again."""
+
+    probe: Probe
+    failures: int
+    next_at: float
+
+
 @dataclass
 class Settings:
     """Operator settings, fixed at start-up."""
@@ -71,6 +83,9 @@ class Context:
     post: Callable[[JSON, Event], None] = post_event
     clean: Callable[[bytes], Outcome] = clean_shard
     """Delete the stale ConfigMap on the shard a kubeconfig names."""
+    probe: Callable[[ProbeTarget], Probe] = probe_shard
+    """Ask kcp whether a shard is ready, still holds its data and is registered on its root."""
+    probes: dict[str, Asked] = field(default_factory=dict)
     clock: Callable[[], float] = time.monotonic
 
     @contextmanager

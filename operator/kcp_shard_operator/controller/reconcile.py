@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.health import shard_health
 from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core.claim import claim_name
@@ -140,6 +141,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         storage=decision.storage,
         claim=observed.get("PersistentVolumeClaim"),
         storage_problems=decision.storage_problems,
+        health=shard_health(ctx, shard, root, obj, deployment, logger),
     )
     status = shard_status(shard, seen, _now())
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)

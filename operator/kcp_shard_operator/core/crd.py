@@ -37,6 +37,12 @@ def status_schema() -> JSON:
             },
             "phase": {"type": "string"},
             "readyReplicas": {"type": "integer"},
+            "dataUID": {
+                "type": "string",
+                "description": "UID of the LogicalCluster of the shard's system:shard logical "
+                "cluster when the operator first verified it. kcp creates that object on an "
+                "empty etcd only: another UID means the shard's data is gone (DataLost).",
+            },
             "conditions": {
                 "type": "array",
                 "items": _condition_schema(),
@@ -81,6 +87,11 @@ def shard_crd() -> JSON:
                             "name": "Ready",
                             "type": "string",
                             "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
+                        },
+                        {
+                            "name": "Verified",
+                            "type": "string",
+                            "jsonPath": '.status.conditions[?(@.type=="DataVerified")].status',
                         },
                         {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
                         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},

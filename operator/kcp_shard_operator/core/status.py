@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcp_shard_operator.core.claim import Storage, claim_name
+from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -21,7 +22,8 @@ DATA_DURABLE = "DataDurable"
 @dataclass(frozen=True)
 class Condition:
     type: str
-    status: bool
+    status: bool | None
+    """None: Unknown."""
     reason: str
     message: str
 
@@ -44,6 +46,8 @@ class Observation:
     claim: JSON | None = None
     """The live PersistentVolumeClaim of the shard's data, if any."""
     storage_problems: list[tuple[str, str]] = field(default_factory=list)
+    health: Health | None = None
+    """What kcp answered (:mod:`kcp_shard_operator.core.health`); None while rolling out."""
 
 
 def deployed_version(deployment: JSON | None) -> str | None:
@@ -148,11 +152,17 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     complete = rollout_complete(deployment)
     ready_replicas = (deployment or {}).get("status", {}).get("readyReplicas", 0)
     desired = shard.spec.replicas
-    problems = _problems(seen)
+    health = seen.health
+    problems = (health.problems if health else []) + _problems(seen)
 
-    if complete:
+    if complete and health and health.not_ready:
+        ready = Condition(READY, False, *health.not_ready)
+    elif complete:
         ready = Condition(
-            READY, True, "RolledOut", f"kcp {running} ready on {ready_replicas}/{desired} replicas"
+            READY,
+            True,
+            "RolledOut",
+            f"kcp {running} ready on {ready_replicas}/{desired} replicas{ready_note(health)}",
         )
     elif deployment is None:
         ready = Condition(READY, False, "NoDeployment", "the shard's Deployment does not exist yet")
@@ -188,7 +198,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error or seen.apply_errors or seen.storage_problems:
+    if seen.error or seen.apply_errors or seen.storage_problems or (health and health.not_ready):
         phase = "Degraded"
     elif seen.waiting:
         phase = "WaitingForRootShard"
@@ -198,7 +208,10 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
         phase = "Pending"
     else:
         phase = "Progressing"
-    conditions = [ready, progressing, degraded, flag_cond, durability(shard, seen)]
+    checked = (
+        [Condition(DATA_VERIFIED, health.verified, health.reason, health.message)] if health else []
+    )
+    conditions = [ready, progressing, degraded, flag_cond, durability(shard, seen), *checked]
     return phase, [*conditions, *seen.extra_conditions]
 
 
@@ -267,6 +280,9 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     }
     if version:
         status["version"] = version
+    data_uid = (seen.health and seen.health.data_uid) or previous.get("dataUID")
+    if data_uid:
+        status["dataUID"] = data_uid
     return status
 
 
@@ -349,7 +365,7 @@ def merged_conditions(
     old = {c.get("type"): c for c in previous.get("conditions") or []}
     merged: list[JSON] = []
     for cond in conditions:
-        truth = "True" if cond.status else "False"
+        truth = {True: "True", False: "False", None: "Unknown"}[cond.status]
         before = old.get(cond.type) or {}
         merged.append(
             {

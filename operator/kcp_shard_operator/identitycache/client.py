@@ -35,6 +35,8 @@ from kcp_shard_operator.kube.kubeconfig import Endpoint, KubeconfigError
 from kcp_shard_operator.kube.tls import ssl_context
 
 DEFAULT_TIMEOUT = 10.0
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+"""Answers read at most this far: one object or a health report, never a listing."""
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -63,6 +65,11 @@ class ShardClient:
 
     def request(self, method: str, url: str, body: Any = None) -> Response:
         """One request; raises ``OSError`` subclasses when the shard cannot be reached."""
+        status, raw = self.send(method, url, body)
+        return Response(status, _json(raw))
+
+    def send(self, method: str, url: str, body: Any = None) -> tuple[int, bytes]:
+        """One request: the status code and the raw answer (at most ``MAX_ANSWER_BYTES``)."""
         data = None if body is None else json.dumps(body).encode()
         headers = dict(self._headers)
         if data is not None:
@@ -70,9 +77,9 @@ class ShardClient:
         request = urllib.request.Request(url, data=data, method=method, headers=headers)
         try:
             with self._opener.open(request, timeout=self.timeout) as answer:
-                return Response(answer.status, _json(answer.read()))
+                return answer.status, answer.read(MAX_ANSWER_BYTES)
         except urllib.error.HTTPError as err:
-            return Response(err.code, _json(err.read()))
+            return err.code, err.read(MAX_ANSWER_BYTES)
 
 
 def _json(raw: bytes) -> dict[str, Any] | None:
@@ -83,7 +90,8 @@ def _json(raw: bytes) -> dict[str, Any] | None:
     return value if isinstance(value, dict) else None
 
 
-def _reason(err: BaseException) -> str:
+def unreachable_reason(err: BaseException) -> str:
+    """Why a request did not get an answer: the socket or TLS error, no request content."""
     if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
         return str(err.reason)
     if isinstance(err, TimeoutError):
@@ -107,7 +115,7 @@ def clean(client: ShardClient, *, dry_run: bool = False, refuse_root: bool = Tru
             return would_delete(base, found)
         return interpret_delete(base, found, client.request("DELETE", url, delete_options(found)))
     except (OSError, ssl.SSLError) as err:
-        return unreachable(base, _reason(err))
+        return unreachable(base, unreachable_reason(err))
 
 
 def clean_shard(

@@ -1,0 +1,132 @@
+"""Ask kcp about a rolled-out Shard, at most every ``PROBE_INTERVAL_SECONDS`` and less often while
+the questions fail; every pass in between reuses the last answers."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.controller.context import Asked, Context, Logger
+from kcp_shard_operator.core.health import (
+    ACCEPT_DATA_UID_ANNOTATION,
+    DATA_LOST,
+    DATA_VERIFIED,
+    NO_ADMIN_KUBECONFIG,
+    Failure,
+    Health,
+    Probe,
+    ProbeTarget,
+    Subject,
+    assess,
+    kcp_shard_name,
+    no_admin_kubeconfig,
+)
+from kcp_shard_operator.core.meta import child_name
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.status import condition, rollout_complete
+from kcp_shard_operator.kube.client import APIError, error_message
+
+PROBE_INTERVAL_SECONDS = 25.0
+"""Just under the 30 s resync, so that every resync pass asks again."""
+PROBE_BACKOFF_CAP_SECONDS = 120.0
+
+
+def probe_delay(failures: int) -> float:
+    """Seconds until the next probe after ``failures`` failed ones in a row."""
+    if failures <= 0:
+        return PROBE_INTERVAL_SECONDS
+    return min(PROBE_INTERVAL_SECONDS * float(2 ** (failures - 1)), PROBE_BACKOFF_CAP_SECONDS)
+
+
+def _kubeconfig(ctx: Context, shard: Shard, whose: str) -> bytes | Failure | None:
+    """The admin kubeconfig ``shard`` names, None without a reference, or why it is not there."""
+    ref = shard.spec.admin_kubeconfig_secret_ref
+    if ref is None:
+        return None
+    where = f"key {ref.key!r} of Secret {ref.name!r} ({whose}spec.adminKubeconfigSecretRef)"
+    try:
+        found = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
+    except APIError as err:
+        return Failure("APIError", f"reading {where}: {error_message(err)}")
+    return found if found is not None else Failure("SecretNotFound", f"{where} not found")
+
+
+def _target(ctx: Context, shard: Shard, root: Shard | None) -> ProbeTarget | Failure:
+    own = _kubeconfig(ctx, shard, "")
+    if own is None:
+        return no_admin_kubeconfig()
+    if isinstance(own, Failure):
+        return own
+    name = kcp_shard_name(shard.name, shard.spec.is_root)
+    if shard.spec.is_root:
+        return ProbeTarget(own, name)
+    if root is None:
+        return ProbeTarget(own, name, Failure("ShardNotFound", "the root Shard is missing"))
+    theirs = _kubeconfig(ctx, root, f"the root Shard {root.name}'s ")
+    if theirs is None:
+        theirs = Failure(
+            NO_ADMIN_KUBECONFIG, f"the root Shard {root.name} has no spec.adminKubeconfigSecretRef"
+        )
+    return ProbeTarget(own, name, theirs)
+
+
+def _failed(probe: Probe) -> bool:
+    return probe.failure is not None and probe.failure.reason != NO_ADMIN_KUBECONFIG
+
+
+def _asked(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Probe:
+    last = ctx.probes.get(shard.key)
+    now = ctx.clock()
+    if last is not None and now < last.next_at:
+        return last.probe
+    target = _target(ctx, shard, root)
+    probe = Probe(failure=target) if isinstance(target, Failure) else _probe(ctx, target, logger)
+    failures = (last.failures + 1 if last else 1) if _failed(probe) else 0
+    ctx.probes[shard.key] = Asked(probe, failures, now + probe_delay(failures))
+    if last is None or last.probe != probe:
+        logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
+    return probe
+
+
+def _probe(ctx: Context, target: ProbeTarget, logger: Logger) -> Probe:
+    """``ctx.probe``, whose bug must not cost the pass its status write; only the exception's
+    type is shown, its text might quote what the probe held."""
+    try:
+        return ctx.probe(target)
+    except Exception as err:
+        logger.error("the health probe failed: %s", type(err).__name__)
+        return Probe(failure=Failure("ProbeFailed", f"the probe failed: {type(err).__name__}"))
+
+
+def _summary(probe: Probe) -> str:
+    if probe.failure is not None:
+        return probe.failure.reason
+    if probe.not_ready is not None:
+        return f"not ready ({probe.not_ready})"
+    registration = type(probe.registration).__name__ if probe.registration else "root shard"
+    return f"data UID {probe.data_uid}, registration {registration}"
+
+
+def shard_health(
+    ctx: Context,
+    shard: Shard,
+    root: Shard | None,
+    obj: JSON,
+    deployment: JSON | None,
+    logger: Logger,
+) -> Health | None:
+    """What kcp says about a Shard whose rollout is complete; None while it rolls out."""
+    if not rollout_complete(deployment):
+        ctx.probes.pop(shard.key, None)
+        return None
+    root_verified = condition(root.status if root else None, DATA_VERIFIED) or {}
+    annotations = obj["metadata"].get("annotations") or {}
+    root_ref = shard.spec.root_shard_ref
+    subject = Subject(
+        name=shard.name,
+        namespace=shard.namespace,
+        deployment=child_name(shard),
+        root=root_ref.name if root_ref else None,
+        recorded_uid=(shard.status or {}).get("dataUID"),
+        accepted_uid=annotations.get(ACCEPT_DATA_UID_ANNOTATION),
+        root_data_lost=root_verified.get("reason") == DATA_LOST,
+    )
+    return assess(subject, _asked(ctx, shard, root, logger))

@@ -1,0 +1,1 @@
+"""The operator's questions to kcp about a shard's health and data (HTTP, thin)."""
