@@ -5,6 +5,7 @@
 #   hack/tools.sh build [kubernetes|etcd|kwok|helm|kcp ...]   build what is missing (kcp: on request)
 #   hack/tools.sh build kind kubernetes-node crictl coredns   kind and its node's binaries (hack/kind.sh)
 #   hack/tools.sh build kcp-upgrade                       the newer kcp of make e2e-upgrade
+#   hack/tools.sh build kcp-patch                         the patch release of make e2e-patch-upgrade
 #   hack/tools.sh env                                     print export lines
 #
 # Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
@@ -26,6 +27,7 @@ KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
 HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
 KCP_DIR="${TOOLS_DIR}/kcp-${KCP_VERSION}"
 KCP_UPGRADE_DIR="${TOOLS_DIR}/kcp-${KCP_UPGRADE_VERSION}"
+KCP_PATCH_DIR="${TOOLS_DIR}/kcp-${KCP_PATCH_VERSION}"
 KIND_DIR="${TOOLS_DIR}/kind-${KIND_VERSION}"
 K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
 CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
@@ -127,6 +129,11 @@ build_kcp_upgrade() {
     "${SRC_DIR}/kcp-${KCP_UPGRADE_VERSION}"
 }
 
+build_kcp_patch() {
+  KCP_STANDIN=0 "${HACK_DIR}/kcp-build.sh" "${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}" \
+    "${SRC_DIR}/kcp-${KCP_PATCH_VERSION}"
+}
+
 # Build a tool once: concurrent runs wait on a per-tool lock, and a directory
 # counts as built only when its stamp exists (written after a finished build).
 ensure() {
@@ -167,6 +174,7 @@ cmd_build() {
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
       kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp" build_kcp ;;
       kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp" build_kcp_upgrade ;;
+      kcp-patch) ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp" build_kcp_patch ;;
       kind) ensure "kind ${KIND_VERSION}" "${KIND_DIR}/kind" build_kind ;;
       kubernetes-node)
         ensure "kubelet, kubeadm, kube-proxy ${KUBERNETES_VERSION}" "${K8S_NODE_DIR}/kube-proxy" build_kubernetes_node
@@ -191,6 +199,7 @@ cmd_env() {
   echo "export KCP_SHARD_TOOLS_DIR=${TOOLS_DIR}"
   echo "export KCP_BINARY=${KCP_DIR}/kcp"
   echo "export KCP_UPGRADE_BINARY=${KCP_UPGRADE_DIR}/kcp"
+  echo "export KCP_PATCH_BINARY=${KCP_PATCH_DIR}/kcp"
   echo "export KIND_BINARY=${KIND_DIR}/kind"
   echo "export KUBERNETES_DIR=${K8S_DIR} KUBERNETES_NODE_DIR=${K8S_NODE_DIR} ETCD_BINARY=${ETCD_DIR}/etcd"
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
