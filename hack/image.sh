@@ -4,6 +4,8 @@
 #   hack/image.sh operator        kcp-shard-operator:<appVersion> from the Dockerfile
 #   hack/image.sh kcp             kcp images of the kcp binaries hack/tools.sh builds
 #   hack/image.sh kcp-upgrade     the image of the newer kcp of make e2e-upgrade
+#   hack/image.sh kcp-patch       the image of the patch release of make e2e-patch-upgrade
+#   hack/image.sh kcp-next        the image of the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/image.sh names           print the image names, one a line
 #   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
 #
@@ -101,11 +103,25 @@ cmd_kcp_upgrade() {
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_BINARY}"
 }
 
+cmd_kcp_patch() {
+  "${HACK_DIR}/tools.sh" build kcp-patch >&2
+  load_tools
+  kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}" "${KCP_PATCH_BINARY}"
+}
+
+cmd_kcp_next() {
+  "${HACK_DIR}/tools.sh" build kcp-next >&2
+  load_tools
+  kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}" "${KCP_NEXT_BINARY}"
+}
+
 cmd_names() {
   echo "${OPERATOR_IMAGE}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}"
+  echo "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}"
+  echo "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}"
 }
 
 cmd_load() {
@@ -120,7 +136,9 @@ case "${1:-}" in
   operator) "${HACK_DIR}/kind.sh" check && cmd_operator ;;
   kcp) "${HACK_DIR}/kind.sh" check && cmd_kcp ;;
   kcp-upgrade) "${HACK_DIR}/kind.sh" check && cmd_kcp_upgrade ;;
+  kcp-patch) "${HACK_DIR}/kind.sh" check && cmd_kcp_patch ;;
+  kcp-next) "${HACK_DIR}/kind.sh" check && cmd_kcp_next ;;
   names) cmd_names ;;
   load) cmd_load "$2" ;;
-  *) echo "usage: $0 operator | kcp | kcp-upgrade | names | load CLUSTER" >&2; exit 2 ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | names | load CLUSTER" >&2; exit 2 ;;
 esac

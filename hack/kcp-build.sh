@@ -4,6 +4,10 @@
 #   hack/kcp-build.sh VERSION OUT_DIR WORK_DIR
 #
 # KCP_STANDIN=0 skips the stand-in kcp-without-identitycache (built by default).
+# KCP_MODULES overrides replaces of the wrapper, words of MODULE=VERSION (the published
+# MODULE at VERSION, for a staging module the proxy serves only under a nearby version),
+# MODULE=TARGET@VERSION (another module) or MODULE=none (no replace: a staging module no
+# package of cmd/kcp imports, which the proxy does not serve).
 #
 # kcp's go.mod cannot be built with `go install`: it replaces every k8s.io module with
 # kcp's kubernetes fork and points its staging modules (sdk, client-go, apimachinery/v2,
@@ -36,6 +40,25 @@ build_date="$(sed -n 's/.*"Time":"\([^"]*\)".*/\1/p' "$(json_field Info <<<"${in
 kube_version="$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ { print $2; exit }' "${mod_file}")"
 kube_minor="$(cut -d. -f2 <<<"${kube_version}")"
 
+# Apply KCP_MODULES to the replace lines on stdin.
+override_replaces() {
+  awk -v overrides="${KCP_MODULES:-}" '
+    BEGIN {
+      n = split(overrides, words, " ")
+      for (i = 1; i <= n; i++) { eq = index(words[i], "="); target[substr(words[i], 1, eq - 1)] = substr(words[i], eq + 1) }
+    }
+    $1 == "replace" && ($2 in target) {
+      t = target[$2]
+      seen[$2] = 1
+      if (t == "none") next
+      at = index(t, "@")
+      if (at) { printf "replace %s => %s %s\n", $2, substr(t, 1, at - 1), substr(t, at + 1) } else { printf "replace %s => %s %s\n", $2, $2, t }
+      next
+    }
+    { print }
+    END { for (m in target) if (!(m in seen)) { print "KCP_MODULES names " m ", which kcp does not replace" > "/dev/stderr"; exit 1 } }'
+}
+
 mkdir -p "${WORK}" "${OUT_DIR}"
 {
   printf 'module kcp-shard-operator/tools/kcp\n\ngo 1.23.0\n\nrequire github.com/kcp-dev/kcp %s\n\n' \
@@ -50,12 +73,13 @@ mkdir -p "${WORK}" "${OUT_DIR}"
       if (match($1, /\/v[0-9]+$/)) { ver = substr($1, RSTART + 1) substr(v, 3) }
       printf "replace %s => %s %s\n", $1, $1, ver
     }'
-} >"${WORK}/go.mod"
+} | override_replaces >"${WORK}/go.mod"
 if [[ -f "${SUMS}" ]]; then
   cp "${SUMS}" "${WORK}/go.sum"
 fi
 log "wrapper module in ${WORK}: $(grep -c '^replace' "${WORK}/go.mod") replaces, kubernetes ${kube_version}"
 grep -E '^replace github.com/kcp-dev/' "${WORK}/go.mod" >&2 || true
+[[ -z "${KCP_MODULES:-}" ]] || log "overridden (KCP_MODULES): ${KCP_MODULES}"
 
 git_version="${kube_version}+kcp-${VERSION}"
 ldflags="-s -w"

@@ -6,6 +6,8 @@
 #   hack/tools.sh build kind kubernetes-node crictl coredns local-path-provisioner
 #                                                         kind and its node's binaries (hack/kind.sh)
 #   hack/tools.sh build kcp-upgrade                       the newer kcp of make e2e-upgrade
+#   hack/tools.sh build kcp-patch                         the patch release of make e2e-patch-upgrade
+#   hack/tools.sh build kcp-next                          the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/tools.sh env                                     print export lines
 #
 # Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
@@ -27,6 +29,8 @@ KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
 HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
 KCP_DIR="${TOOLS_DIR}/kcp-${KCP_VERSION}"
 KCP_UPGRADE_DIR="${TOOLS_DIR}/kcp-${KCP_UPGRADE_VERSION}"
+KCP_PATCH_DIR="${TOOLS_DIR}/kcp-${KCP_PATCH_VERSION}"
+KCP_NEXT_DIR="${TOOLS_DIR}/kcp-${KCP_NEXT_VERSION}"
 KIND_DIR="${TOOLS_DIR}/kind-${KIND_VERSION}"
 K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
 CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
@@ -132,6 +136,16 @@ build_kcp_upgrade() {
     "${SRC_DIR}/kcp-${KCP_UPGRADE_VERSION}"
 }
 
+build_kcp_patch() {
+  KCP_STANDIN=0 "${HACK_DIR}/kcp-build.sh" "${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}" \
+    "${SRC_DIR}/kcp-${KCP_PATCH_VERSION}"
+}
+
+build_kcp_next() {
+  KCP_STANDIN=0 KCP_MODULES="${KCP_NEXT_MODULES}" "${HACK_DIR}/kcp-build.sh" "${KCP_NEXT_VERSION}" \
+    "${KCP_NEXT_DIR}" "${SRC_DIR}/kcp-${KCP_NEXT_VERSION}"
+}
+
 # Build a tool once: concurrent runs wait on a per-tool lock, and a directory
 # counts as built only when its stamp exists (written after a finished build).
 ensure() {
@@ -172,6 +186,8 @@ cmd_build() {
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
       kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp" build_kcp ;;
       kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp" build_kcp_upgrade ;;
+      kcp-patch) ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp" build_kcp_patch ;;
+      kcp-next) ensure "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}/kcp" build_kcp_next ;;
       kind) ensure "kind ${KIND_VERSION}" "${KIND_DIR}/kind" build_kind ;;
       kubernetes-node)
         ensure "kubelet, kubeadm, kube-proxy ${KUBERNETES_VERSION}" "${K8S_NODE_DIR}/kube-proxy" build_kubernetes_node
@@ -200,6 +216,8 @@ cmd_env() {
   echo "export KCP_SHARD_TOOLS_DIR=${TOOLS_DIR}"
   echo "export KCP_BINARY=${KCP_DIR}/kcp"
   echo "export KCP_UPGRADE_BINARY=${KCP_UPGRADE_DIR}/kcp"
+  echo "export KCP_PATCH_BINARY=${KCP_PATCH_DIR}/kcp"
+  echo "export KCP_NEXT_BINARY=${KCP_NEXT_DIR}/kcp"
   echo "export KIND_BINARY=${KIND_DIR}/kind"
   echo "export KUBERNETES_DIR=${K8S_DIR} KUBERNETES_NODE_DIR=${K8S_NODE_DIR} ETCD_BINARY=${ETCD_DIR}/etcd"
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"

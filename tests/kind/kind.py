@@ -1,4 +1,5 @@
-"""Helpers for kcp shards as real pods on kind: images, Shard objects, reaching kcp."""
+"""Helpers for kcp shards as real pods on kind: images, Shard objects on an etcd pod,
+version bumps and waits, reaching kcp."""
 
 from __future__ import annotations
 
@@ -11,16 +12,20 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
-from testkit.kube import Cluster, condition
+import yaml
+
+from testkit.kube import Cluster, condition, shard_ready
 from testkit.process import free_port
-from testkit.tools import HACK, log
+from testkit.tools import HACK, log, pinned_version, run_visible
 from testkit.wait import wait_for
 from tests.e2e.pki import (
     CACHE_KUBECONFIG_SECRET,
     CLIENT_CA_SECRET,
     Pki,
+    shard_secrets,
 )
 
 RELEASE = "kcp-shard-operator"
@@ -40,6 +45,18 @@ def kcp_image(tag_suffix: str = "") -> tuple[str, str]:
     """Repository and tag of a locally built kcp image."""
     repository, tag = image_names()[1].rsplit(":", 1)
     return repository, tag + tag_suffix
+
+
+def load_kcp_image(cluster: Cluster, target: str, version_key: str) -> str:
+    """Build the kcp image of ``hack/image.sh TARGET`` and load it into the kind node; the
+    kcp version it runs (``version_key`` of hack/versions.env, without the ``v``)."""
+    run_visible([str(HACK / "image.sh"), target])
+    version = pinned_version(version_key).removeprefix("v")
+    repository, _ = kcp_image()
+    name = cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
+    image = f"{repository}:v{version}"
+    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), image])
+    return version
 
 
 def shard_spec(name: str, version: str, tag: str, root: str | None = None) -> dict[str, Any]:
@@ -65,6 +82,85 @@ def shard_spec(name: str, version: str, tag: str, root: str | None = None) -> di
         "metadata": {"name": name},
         "spec": spec,
     }
+
+
+ETCD = """
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: etcd}
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: etcd}}
+  template:
+    metadata: {labels: {app: etcd}}
+    spec:
+      containers:
+        - name: etcd
+          image: registry.k8s.io/etcd:3.6.5-0
+          imagePullPolicy: Never
+          command: [/usr/local/bin/etcd, --data-dir=/var/lib/etcd, --name=etcd,
+                    --listen-client-urls=http://0.0.0.0:2379, --advertise-client-urls=http://etcd:2379]
+          ports: [{containerPort: 2379}]
+          volumeMounts: [{name: data, mountPath: /var/lib/etcd}]
+      volumes: [{name: data, emptyDir: {}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {name: etcd}
+spec:
+  selector: {app: etcd}
+  ports: [{port: 2379, targetPort: 2379}]
+"""
+
+
+def shards_on_etcd_pod(
+    cluster: Cluster, namespace: str, pki_dir: Path, version: str, replicas: int
+) -> list[dict[str, Any]]:
+    """An etcd pod and the Secrets of a root shard and shard-1 in ``namespace``; the two Shard
+    objects at kcp ``version`` with ``replicas`` each on that etcd (not applied yet)."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=ETCD)
+    cluster.kubectl(
+        "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
+    )
+    secrets = shard_secrets(Pki.create(pki_dir), namespace, "root", ["shard-1"])
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(secrets))
+    shards = []
+    for name in ("root", "shard-1"):
+        obj = shard_spec(name, version, f"v{version}", root=None if name == "root" else "root")
+        obj["spec"]["replicas"] = replicas
+        endpoint = f"http://etcd.{namespace}.svc:2379"
+        obj["spec"]["etcd"] = {"endpoints": [endpoint], "prefix": f"/{name}"}
+        shards.append(obj)
+    return shards
+
+
+def shard_object(cluster: Cluster, namespace: str, shard: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(
+        cluster.kubectl("get", "shard", shard, "-n", namespace, "-o", "json")
+    )
+    return obj
+
+
+def condition_of(cluster: Cluster, namespace: str, shard: str, type_: str) -> dict[str, Any]:
+    return condition(shard_object(cluster, namespace, shard), type_)
+
+
+def wait_version(
+    cluster: Cluster, namespace: str, shards: tuple[str, ...], version: str, timeout: float
+) -> None:
+    def done() -> bool:
+        return all(shard_ready(shard_object(cluster, namespace, s), version) for s in shards)
+
+    wait_for(done, timeout, f"Shards {', '.join(shards)} Ready at kcp {version}", interval=3)
+
+
+def bump(cluster: Cluster, namespace: str, shards: tuple[str, ...], version: str) -> None:
+    """Set the Shards' kcp version and image tag."""
+    for shard in shards:
+        patch = {"spec": {"version": version, "image": {"tag": f"v{version}"}}}
+        cluster.kubectl(
+            "patch", "shard", shard, "-n", namespace, "--type=merge", "-p", json.dumps(patch)
+        )
 
 
 def readyz_via_service(cluster: Cluster, namespace: str, shard: str) -> str:

@@ -22,247 +22,50 @@ limitations), and dropping it from a kcp that needs it would break the shard.
 
 from __future__ import annotations
 
-import json
-import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
 
-from testkit.kube import Cluster, KubectlError, condition, create_namespace, shard_ready
+from testkit.kube import Cluster, create_namespace
 from testkit.operator_process import RESYNC_WINDOW
-from testkit.tools import HACK, log, run_visible
+from testkit.tools import log
 from testkit.wait import wait_for
-from tests.e2e.pki import Pki, shard_secrets
 
 from .kind import (
     OPERATOR_NAMESPACE,
+    bump,
+    condition_of,
     describe_failure,
-    image_names,
-    pod_ready,
-    readyz_via_service,
-    shard_spec,
+    load_kcp_image,
+    shards_on_etcd_pod,
+    wait_version,
+)
+from .timeline import (
+    FLAG,
+    REPLICAS,
+    SHARDS,
+    Sample,
+    Timeline,
+    first,
+    longest_outage,
+    longest_pod_start,
+    longest_pod_stop,
+    rolled,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 OLD, NEW = "0.27.1", "0.28.0"
-SHARDS = ("root", "shard-1")
-REPLICAS = 2
 ROLL_TIMEOUT = 900
 REFUSAL_WATCH = RESYNC_WINDOW
 """Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
 Shard, and long enough for the Deployment controller to have started a pod on the refused
 version, had the operator asked for one."""
 OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
-FLAG = "--root-shard-kubeconfig-file"
-
-ETCD = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: etcd}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: etcd}}
-  template:
-    metadata: {labels: {app: etcd}}
-    spec:
-      containers:
-        - name: etcd
-          image: registry.k8s.io/etcd:3.6.5-0
-          imagePullPolicy: Never
-          command: [/usr/local/bin/etcd, --data-dir=/var/lib/etcd, --name=etcd,
-                    --listen-client-urls=http://0.0.0.0:2379, --advertise-client-urls=http://etcd:2379]
-          ports: [{containerPort: 2379}]
-          volumeMounts: [{name: data, mountPath: /var/lib/etcd}]
-      volumes: [{name: data, emptyDir: {}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: etcd}
-spec:
-  selector: {app: etcd}
-  ports: [{port: 2379, targetPort: 2379}]
-"""
-
-
-@dataclass(frozen=True)
-class PodState:
-    name: str
-    version: str
-    ready: bool
-    flag: bool
-
-
-@dataclass(frozen=True)
-class Sample:
-    at: float
-    pods: dict[str, list[PodState]]
-    disruptions_allowed: dict[str, int | None]
-    status_version: dict[str, str | None]
-    readyz: dict[str, bool]
-    terminating: frozenset[str] = frozenset()
-
-
-@dataclass
-class Timeline:
-    """Samples of the shards' pods, PDBs, status and /readyz, taken by a background thread."""
-
-    cluster: Cluster
-    namespace: str
-    started: float = field(default_factory=time.monotonic)
-    samples: list[Sample] = field(default_factory=list)
-    events: list[tuple[float, str]] = field(default_factory=list)
-    _stop: threading.Event = field(default_factory=threading.Event)
-    _thread: threading.Thread | None = None
-
-    def mark(self, what: str) -> None:
-        self.events.append((time.monotonic() - self.started, what))
-        log(what)
-
-    def _get(self, *args: str) -> dict[str, Any]:
-        result: dict[str, Any] = json.loads(
-            self.cluster.kubectl("get", *args, "-n", self.namespace, "-o", "json", timeout=20)
-        )
-        return result
-
-    def sample(self) -> Sample:
-        pods: dict[str, list[PodState]] = {s: [] for s in SHARDS}
-        terminating = set()
-        for pod in self._get("pods", "-l", "app.kubernetes.io/name=kcp")["items"]:
-            shard = pod["metadata"]["labels"]["app.kubernetes.io/instance"]
-            if pod["metadata"].get("deletionTimestamp"):
-                terminating.add(pod["metadata"]["name"])
-                continue
-            container = pod["spec"]["containers"][0]
-            pods[shard].append(
-                PodState(
-                    name=pod["metadata"]["name"][-5:],
-                    version=container["image"].rsplit(":v", 1)[-1],
-                    ready=pod_ready(pod),
-                    flag=any(arg.startswith(FLAG) for arg in container.get("args", [])),
-                )
-            )
-        pdbs = {
-            p["metadata"]["name"].removesuffix("-kcp"): p.get("status", {}).get(
-                "disruptionsAllowed"
-            )
-            for p in self._get("pdb")["items"]
-        }
-        shards = {s["metadata"]["name"]: s for s in self._get("shards")["items"]}
-        readyz: dict[str, bool] = {}
-        for shard in SHARDS:
-            try:
-                readyz[shard] = readyz_via_service(self.cluster, self.namespace, shard) == "ok"
-            except KubectlError:
-                readyz[shard] = False
-        return Sample(
-            at=time.monotonic() - self.started,
-            pods=pods,
-            disruptions_allowed={s: pdbs.get(s) for s in SHARDS},
-            status_version={s: shards.get(s, {}).get("status", {}).get("version") for s in SHARDS},
-            readyz=readyz,
-            terminating=frozenset(terminating),
-        )
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append(self.sample())
-            except (KubectlError, KeyError, ValueError) as err:
-                log(f"timeline sample failed: {err}")
-            self._stop.wait(2)
-
-    def start(self) -> None:
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(30)
-
-    def table(self) -> str:
-        """The timeline as a table: one row per sample where something changed."""
-        header = f"{'t[s]':>6}  " + "  ".join(
-            f"{s + ' pods (version/ready/flag)':<44} {'PDB':>3} {'status':>7} {'readyz':>6}"
-            for s in SHARDS
-        )
-        rows, last = [header, "-" * len(header)], ""
-        events = list(self.events)
-        for sample in self.samples:
-            while events and events[0][0] <= sample.at:
-                at, what = events.pop(0)
-                rows.append(f"{at:6.0f}  >> {what}")
-            cells = []
-            for s in SHARDS:
-                pods = " ".join(
-                    f"{p.version}/{'R' if p.ready else '-'}/{'F' if p.flag else '-'}"
-                    for p in sorted(sample.pods[s], key=lambda p: p.name)
-                )
-                allowed = sample.disruptions_allowed[s]
-                readyz = "ok" if sample.readyz[s] else "FAIL"
-                cells.append(
-                    f"{pods:<44} {'-' if allowed is None else allowed:>3} "
-                    f"{sample.status_version[s] or '-':>7} {readyz:>6}"
-                )
-            line = "  ".join(cells)
-            if line != last:
-                rows.append(f"{sample.at:6.0f}  {line}")
-                last = line
-        rows.extend(f"{at:6.0f}  >> {what}" for at, what in events)
-        return "\n".join(rows)
-
-
-def rolled(sample: Sample, shard: str, version: str) -> bool:
-    pods = sample.pods[shard]
-    return len(pods) == REPLICAS and all(p.version == version and p.ready for p in pods)
-
-
-def first(samples: list[Sample], predicate: Any) -> float | None:
-    return next((s.at for s in samples if predicate(s)), None)
-
-
-def longest_outage(samples: list[Sample], shard: str) -> float:
-    """The longest time /readyz through the shard's Service kept failing."""
-    longest, since = 0.0, None
-    for sample in samples:
-        if not sample.readyz[shard]:
-            since = sample.at if since is None else since
-            longest = max(longest, sample.at - since)
-        else:
-            since = None
-    return longest
-
-
-def longest_pod_start(samples: list[Sample]) -> float:
-    """The longest time a pod took from its first sample to its first Ready sample."""
-    seen: dict[str, float] = {}
-    started: dict[str, float] = {}
-    for sample in samples:
-        for pods in sample.pods.values():
-            for pod in pods:
-                seen.setdefault(pod.name, sample.at)
-                if pod.ready:
-                    started.setdefault(pod.name, sample.at - seen[pod.name])
-    return max(started.values(), default=0.0)
-
-
-def longest_pod_stop(samples: list[Sample]) -> float:
-    """The longest time a pod took from its deletion to gone."""
-    since: dict[str, float] = {}
-    longest = 0.0
-    for sample in samples:
-        for name in sample.terminating:
-            since.setdefault(name, sample.at)
-        for name in [n for n in since if n not in sample.terminating]:
-            longest = max(longest, sample.at - since.pop(name))
-    return longest
 
 
 def assert_invariants(samples: list[Sample], new: str) -> None:
@@ -300,41 +103,13 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
 
 @pytest.fixture
 def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    run_visible([str(HACK / "image.sh"), "kcp-upgrade"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), image_names()[3]])
+    assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
     namespace = create_namespace(kind_cluster, "kcp-upgrade")
     yield namespace
     kind_cluster.kubectl(
         "delete", "shards", "--all", "-n", namespace, "--timeout=120s", timeout=150
     )
     kind_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
-
-
-def shard_object(cluster: Cluster, namespace: str, shard: str) -> dict[str, Any]:
-    obj: dict[str, Any] = json.loads(
-        cluster.kubectl("get", "shard", shard, "-n", namespace, "-o", "json")
-    )
-    return obj
-
-
-def wait_version(cluster: Cluster, namespace: str, version: str, timeout: float) -> None:
-    def done() -> bool:
-        return all(shard_ready(shard_object(cluster, namespace, s), version) for s in SHARDS)
-
-    wait_for(done, timeout, f"both Shards Ready at kcp {version}", interval=3)
-
-
-def bump(cluster: Cluster, namespace: str, version: str) -> None:
-    for shard in SHARDS:
-        patch = {"spec": {"version": version, "image": {"tag": f"v{version}"}}}
-        cluster.kubectl(
-            "patch", "shard", shard, "-n", namespace, "--type=merge", "-p", json.dumps(patch)
-        )
-
-
-def condition_of(cluster: Cluster, namespace: str, shard: str, type_: str) -> dict[str, Any]:
-    return condition(shard_object(cluster, namespace, shard), type_)
 
 
 def wait_refused(cluster: Cluster, namespace: str, timeout: float) -> None:
@@ -358,27 +133,17 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
     kind_cluster: Cluster, upgrade_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = upgrade_namespace, kind_cluster.kubectl
-    kubectl("apply", "-n", ns, "-f", "-", stdin=ETCD)
-    kubectl("rollout", "status", "-n", ns, "deployment/etcd", "--timeout=120s", timeout=150)
-    pki = Pki.create(tmp_path / "pki")
-    secrets = shard_secrets(pki, ns, "root", ["shard-1"])
-    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(secrets))
-    shards = []
-    for name in SHARDS:
-        obj = shard_spec(name, OLD, f"v{OLD}", root=None if name == "root" else "root")
-        obj["spec"]["replicas"] = REPLICAS
-        obj["spec"]["etcd"] = {"endpoints": [f"http://etcd.{ns}.svc:2379"], "prefix": f"/{name}"}
-        shards.append(obj)
+    shards = shards_on_etcd_pod(kind_cluster, ns, tmp_path / "pki", OLD, REPLICAS)
     timeline = Timeline(kind_cluster, ns)
     try:
         kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
         timeline.start()
         timeline.mark(f"applied root and shard-1 at kcp {OLD}, {REPLICAS} replicas each")
-        wait_version(kind_cluster, ns, OLD, ROLL_TIMEOUT)
+        wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
         timeline.mark(f"both Ready at {OLD}")
         upgrade_from = len(timeline.samples)
 
-        bump(kind_cluster, ns, NEW)
+        bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"both Shards bumped to {NEW}")
         wait_for(
             lambda: (
@@ -391,7 +156,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         )
         kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR)
         timeline.mark("operator pod deleted mid-rollout")
-        wait_version(kind_cluster, ns, NEW, ROLL_TIMEOUT)
+        wait_version(kind_cluster, ns, SHARDS, NEW, ROLL_TIMEOUT)
         wait_for(
             lambda: (
                 bool(timeline.samples) and all(rolled(timeline.samples[-1], s, NEW) for s in SHARDS)
@@ -404,7 +169,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         upgrade = timeline.samples[upgrade_from:]
         refusal_from = len(timeline.samples)
 
-        bump(kind_cluster, ns, OLD)
+        bump(kind_cluster, ns, SHARDS, OLD)
         timeline.mark(f"bump down: both Shards set to {OLD} (an older minor)")
         wait_refused(kind_cluster, ns, 120)
         timeline.mark("both Shards report DowngradeRefused")
@@ -416,9 +181,9 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             message = condition_of(kind_cluster, ns, shard, "Degraded").get("message", "")
             assert f"the shard stays at kcp {NEW}" in message, message
 
-        bump(kind_cluster, ns, NEW)
+        bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"spec set back to {NEW}")
-        wait_version(kind_cluster, ns, NEW, 120)
+        wait_version(kind_cluster, ns, SHARDS, NEW, 120)
         wait_for(
             lambda: all(
                 condition_of(kind_cluster, ns, s, "Degraded").get("status") == "False"

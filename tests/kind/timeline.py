@@ -1,0 +1,256 @@
+"""What the kind upgrade tests sample while shards roll: a timeline of the shards' pods, PDBs,
+``status.version`` and ``/readyz``, a faster ``/readyz`` probe per Service, and the figures
+read off them."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from testkit.kube import Cluster, KubectlError
+from testkit.tools import log
+
+from .kind import pod_ready, readyz_via_service
+
+SHARDS = ("root", "shard-1")
+REPLICAS = 2
+FLAG = "--root-shard-kubeconfig-file"
+
+
+@dataclass(frozen=True)
+class PodState:
+    name: str
+    version: str
+    ready: bool
+    flag: bool
+
+
+@dataclass(frozen=True)
+class Sample:
+    at: float
+    pods: dict[str, list[PodState]]
+    disruptions_allowed: dict[str, int | None]
+    status_version: dict[str, str | None]
+    readyz: dict[str, bool]
+    terminating: frozenset[str] = frozenset()
+
+
+@dataclass
+class Timeline:
+    """Samples of the shards' pods, PDBs, status and /readyz, taken by a background thread."""
+
+    cluster: Cluster
+    namespace: str
+    started: float = field(default_factory=time.monotonic)
+    samples: list[Sample] = field(default_factory=list)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def mark(self, what: str) -> None:
+        self.events.append((time.monotonic() - self.started, what))
+        log(what)
+
+    def _get(self, *args: str) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(
+            self.cluster.kubectl("get", *args, "-n", self.namespace, "-o", "json", timeout=20)
+        )
+        return result
+
+    def sample(self) -> Sample:
+        pods: dict[str, list[PodState]] = {s: [] for s in SHARDS}
+        terminating = set()
+        for pod in self._get("pods", "-l", "app.kubernetes.io/name=kcp")["items"]:
+            shard = pod["metadata"]["labels"]["app.kubernetes.io/instance"]
+            if pod["metadata"].get("deletionTimestamp"):
+                terminating.add(pod["metadata"]["name"])
+                continue
+            container = pod["spec"]["containers"][0]
+            pods[shard].append(
+                PodState(
+                    name=pod["metadata"]["name"][-5:],
+                    version=container["image"].rsplit(":v", 1)[-1],
+                    ready=pod_ready(pod),
+                    flag=any(arg.startswith(FLAG) for arg in container.get("args", [])),
+                )
+            )
+        pdbs = {
+            p["metadata"]["name"].removesuffix("-kcp"): p.get("status", {}).get(
+                "disruptionsAllowed"
+            )
+            for p in self._get("pdb")["items"]
+        }
+        shards = {s["metadata"]["name"]: s for s in self._get("shards")["items"]}
+        readyz: dict[str, bool] = {}
+        for shard in SHARDS:
+            try:
+                readyz[shard] = readyz_via_service(self.cluster, self.namespace, shard) == "ok"
+            except KubectlError:
+                readyz[shard] = False
+        return Sample(
+            at=time.monotonic() - self.started,
+            pods=pods,
+            disruptions_allowed={s: pdbs.get(s) for s in SHARDS},
+            status_version={s: shards.get(s, {}).get("status", {}).get("version") for s in SHARDS},
+            readyz=readyz,
+            terminating=frozenset(terminating),
+        )
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self.sample())
+            except (KubectlError, KeyError, ValueError) as err:
+                log(f"timeline sample failed: {err}")
+            self._stop.wait(2)
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(30)
+
+    def table(self) -> str:
+        """The timeline as a table: one row per sample where something changed."""
+        header = f"{'t[s]':>6}  " + "  ".join(
+            f"{s + ' pods (version/ready/flag)':<44} {'PDB':>3} {'status':>7} {'readyz':>6}"
+            for s in SHARDS
+        )
+        rows, last = [header, "-" * len(header)], ""
+        events = list(self.events)
+        for sample in self.samples:
+            while events and events[0][0] <= sample.at:
+                at, what = events.pop(0)
+                rows.append(f"{at:6.0f}  >> {what}")
+            cells = []
+            for s in SHARDS:
+                pods = " ".join(
+                    f"{p.version}/{'R' if p.ready else '-'}/{'F' if p.flag else '-'}"
+                    for p in sorted(sample.pods[s], key=lambda p: p.name)
+                )
+                allowed = sample.disruptions_allowed[s]
+                readyz = "ok" if sample.readyz[s] else "FAIL"
+                cells.append(
+                    f"{pods:<44} {'-' if allowed is None else allowed:>3} "
+                    f"{sample.status_version[s] or '-':>7} {readyz:>6}"
+                )
+            line = "  ".join(cells)
+            if line != last:
+                rows.append(f"{sample.at:6.0f}  {line}")
+                last = line
+        rows.extend(f"{at:6.0f}  >> {what}" for at, what in events)
+        return "\n".join(rows)
+
+
+@dataclass(frozen=True)
+class Reading:
+    at: float
+    answer: str
+    """``ok``, kcp's other answer, or the first line of kubectl's error."""
+
+    @property
+    def ok(self) -> bool:
+        return self.answer == "ok"
+
+
+@dataclass
+class ReadyzProbe:
+    """``/readyz`` through each shard's Service every ``interval`` seconds, one thread per
+    shard (the timeline's own readings are several seconds apart)."""
+
+    cluster: Cluster
+    namespace: str
+    started: float
+    interval: float = 1.0
+    readings: dict[str, list[Reading]] = field(default_factory=lambda: {s: [] for s in SHARDS})
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _threads: list[threading.Thread] = field(default_factory=list)
+
+    def _read(self, shard: str) -> str:
+        try:
+            return readyz_via_service(self.cluster, self.namespace, shard)
+        except KubectlError as err:
+            return (str(err).strip().splitlines() or ["kubectl failed"])[-1]
+
+    def _run(self, shard: str) -> None:
+        while not self._stop.is_set():
+            begun = time.monotonic()
+            answer = self._read(shard)
+            self.readings[shard].append(Reading(begun - self.started, answer))
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - begun)))
+
+    def start(self) -> None:
+        for shard in SHARDS:
+            thread = threading.Thread(target=self._run, args=(shard,), daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(30)
+
+    def between(self, shard: str, start: float, end: float) -> list[Reading]:
+        return [r for r in self.readings[shard] if start <= r.at <= end]
+
+
+def rolled(sample: Sample, shard: str, version: str) -> bool:
+    pods = sample.pods[shard]
+    return len(pods) == REPLICAS and all(p.version == version and p.ready for p in pods)
+
+
+def converged(sample: Sample, shard: str, version: str) -> bool:
+    """Every replica Ready at ``version``, ``status.version`` says so and no old pod is left
+    terminating."""
+    return (
+        rolled(sample, shard, version)
+        and sample.status_version[shard] == version
+        and not any(name.startswith(f"{shard}-kcp-") for name in sample.terminating)
+    )
+
+
+def first(samples: list[Sample], predicate: Any) -> float | None:
+    return next((s.at for s in samples if predicate(s)), None)
+
+
+def longest_outage(samples: list[Sample], shard: str) -> float:
+    """The longest time /readyz through the shard's Service kept failing."""
+    longest, since = 0.0, None
+    for sample in samples:
+        if not sample.readyz[shard]:
+            since = sample.at if since is None else since
+            longest = max(longest, sample.at - since)
+        else:
+            since = None
+    return longest
+
+
+def longest_pod_start(samples: list[Sample]) -> float:
+    """The longest time a pod took from its first sample to its first Ready sample."""
+    seen: dict[str, float] = {}
+    started: dict[str, float] = {}
+    for sample in samples:
+        for pods in sample.pods.values():
+            for pod in pods:
+                seen.setdefault(pod.name, sample.at)
+                if pod.ready:
+                    started.setdefault(pod.name, sample.at - seen[pod.name])
+    return max(started.values(), default=0.0)
+
+
+def longest_pod_stop(samples: list[Sample]) -> float:
+    """The longest time a pod took from its deletion to gone."""
+    since: dict[str, float] = {}
+    longest = 0.0
+    for sample in samples:
+        for name in sample.terminating:
+            since.setdefault(name, sample.at)
+        for name in [n for n in since if n not in sample.terminating]:
+            longest = max(longest, sample.at - since.pop(name))
+    return longest
