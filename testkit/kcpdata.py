@@ -1,0 +1,279 @@
+"""A kcp shard is a database: data made on a sharded kcp, then the check that all of it is there.
+
+:meth:`KcpData.create` makes, on each shard through its own URL (:class:`ShardAPI`):
+
+- in ``root``, one Workspace per shard, pinned to it with ``spec.location.selector`` over the
+  ``name`` label kcp itself puts on every ``shards.core.kcp.io`` object when a shard registers
+  (v0.27.1 and v0.28.x alike: ``pkg/server/server.go``, ``Labels: {"name": <--shard-name>}``);
+- in each workspace's logical cluster, on the shard that holds it: a Namespace, a ConfigMap
+  with known data, an APIExport and an APIBinding to it (``apis.kcp.io/v1alpha1``: stored by
+  v0.27.1, served by v0.28.x through conversion from its stored v1alpha2).
+
+It records every object's UID and content, and the root's Shard objects (the root must keep
+listing every shard). :meth:`KcpData.verify` reads each one again from the shard that holds it
+and returns what is missing, replaced (new UID) or changed, after printing a table of found
+against created.
+
+A workspace on a non-root shard stays ``Initializing`` in the root's view without a
+front-proxy (the root's workspace controller reads its LogicalCluster through the external
+URL), while its LogicalCluster on the shard turns Ready: the checker reads each logical cluster
+on its shard, as the admin of system:masters.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .kcpapi import JSON, ShardAPI, UnreachableError
+from .tools import log
+from .wait import wait_for
+
+ROOT = "root"
+SHARDS_PATH = "/clusters/root/apis/core.kcp.io/v1alpha1/shards"
+WORKSPACES_PATH = "/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspaces"
+APIS = "apis/apis.kcp.io/v1alpha1"
+NAMESPACE = "data-check"
+EXPORT = "data-check.kcp-shard-operator.dev"
+SCHEDULE_TIMEOUT = 120.0
+UNREACHABLE_WAIT = 60.0
+
+
+def _spec(obj: JSON, *keys: str) -> Any:
+    value: Any = obj
+    for key in keys:
+        value = (value or {}).get(key)
+    return value
+
+
+CONTENT: dict[str, Callable[[JSON], JSON]] = {
+    "Shard": lambda o: {"baseURL": _spec(o, "spec", "baseURL")},
+    "Workspace": lambda o: {
+        "cluster": _spec(o, "spec", "cluster"),
+        "location": _spec(o, "spec", "location"),
+    },
+    "LogicalCluster": lambda o: {"path": _spec(o, "metadata", "annotations", "kcp.io/path")},
+    "Namespace": lambda o: {},
+    "ConfigMap": lambda o: {"data": o.get("data")},
+    "APIExport": lambda o: {"identityHash": _spec(o, "status", "identityHash")},
+    "APIBinding": lambda o: {"export": _spec(o, "spec", "reference", "export")},
+}
+"""What of each kind must not change: its identity beside the UID."""
+
+
+@dataclass(frozen=True)
+class Record:
+    """One object as created: where it lives, its UID and content."""
+
+    kind: str
+    shard: str
+    name: str
+    path: str
+    uid: str
+    content: JSON
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One record read again: ``ok``, ``missing``, ``replaced`` (another UID), ``changed``
+    (other content), ``unreachable`` or ``error <status>``."""
+
+    record: Record
+    state: str
+    uid: str = ""
+    detail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.state == "ok"
+
+
+def registered_shards(root: ShardAPI) -> list[str]:
+    """The names of the root's ``shards.core.kcp.io`` objects."""
+    body = root.get(SHARDS_PATH)
+    assert body is not None, f"{SHARDS_PATH} not found on {root.name}"
+    return sorted(item["metadata"]["name"] for item in body["items"])
+
+
+def _record(kind: str, shard: ShardAPI, name: str, path: str, obj: JSON) -> Record:
+    return Record(kind, shard.name, name, path, obj["metadata"]["uid"], CONTENT[kind](obj))
+
+
+def _ready(shard: ShardAPI, path: str, check: Callable[[JSON], bool]) -> JSON | None:
+    obj = shard.get(path)
+    return obj if obj is not None and check(obj) else None
+
+
+def _wait(shard: ShardAPI, path: str, check: Callable[[JSON], bool], what: str) -> JSON:
+    return wait_for(lambda: _ready(shard, path, check), SCHEDULE_TIMEOUT, what, interval=1)
+
+
+def _workspace_records(
+    root: ShardAPI, target: ShardAPI, workspace: str, token: str
+) -> list[Record]:
+    """A Workspace pinned to ``target`` and the objects inside it."""
+    ws_path = f"{WORKSPACES_PATH}/{workspace}"
+    root.create(
+        WORKSPACES_PATH,
+        {
+            "apiVersion": "tenancy.kcp.io/v1alpha1",
+            "kind": "Workspace",
+            "metadata": {"name": workspace},
+            "spec": {"location": {"selector": {"matchLabels": {"name": target.name}}}},
+        },
+    )
+    ws = _wait(root, ws_path, lambda o: bool(_spec(o, "spec", "cluster")), f"{ws_path} scheduled")
+    cluster = f"/clusters/{ws['spec']['cluster']}"
+    lc_path = f"{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+    logical = _wait(
+        target,
+        lc_path,
+        lambda o: _spec(o, "status", "phase") == "Ready",
+        f"LogicalCluster of {workspace} Ready on {target.name}",
+    )
+    ns_path = f"{cluster}/api/v1/namespaces"
+    namespace = target.create(ns_path, {"metadata": {"name": NAMESPACE}})
+    cm_path = f"{ns_path}/{NAMESPACE}/configmaps"
+    data = {"workspace": workspace, "shard": target.name, "token": token}
+    configmap = target.create(cm_path, {"metadata": {"name": "data-check"}, "data": data})
+    target.create(
+        f"{cluster}/{APIS}/apiexports",
+        {"apiVersion": "apis.kcp.io/v1alpha1", "kind": "APIExport", "metadata": {"name": EXPORT}},
+    )
+    export_path = f"{cluster}/{APIS}/apiexports/{EXPORT}"
+    export = _wait(
+        target, export_path, lambda o: bool(_spec(o, "status", "identityHash")), "identity"
+    )
+    binding_body = {
+        "apiVersion": "apis.kcp.io/v1alpha1",
+        "kind": "APIBinding",
+        "metadata": {"name": "data-check"},
+        "spec": {"reference": {"export": {"name": EXPORT}}},
+    }
+    target.create(f"{cluster}/{APIS}/apibindings", binding_body)
+    binding_path = f"{cluster}/{APIS}/apibindings/data-check"
+    binding = _wait(
+        target,
+        binding_path,
+        lambda o: _spec(o, "status", "phase") == "Bound",
+        f"APIBinding in {workspace} Bound",
+    )
+    inside = f"{workspace}/"
+    return [
+        _record("Workspace", root, workspace, ws_path, ws),
+        _record("LogicalCluster", target, inside, lc_path, logical),
+        _record("Namespace", target, inside + NAMESPACE, f"{ns_path}/{NAMESPACE}", namespace),
+        _record(
+            "ConfigMap",
+            target,
+            f"{inside}{NAMESPACE}/data-check",
+            f"{cm_path}/data-check",
+            configmap,
+        ),
+        _record("APIExport", target, inside + EXPORT, export_path, export),
+        _record("APIBinding", target, inside + "data-check", binding_path, binding),
+    ]
+
+
+def _read(shard: ShardAPI, record: Record) -> Finding:
+    try:
+        status, obj = shard.request("GET", record.path)
+    except UnreachableError as err:
+        return Finding(record, "unreachable", detail=str(err))
+    if status == 404:
+        return Finding(record, "missing")
+    if status != 200:
+        return Finding(record, f"error {status}", detail=str(obj)[:200])
+    uid = str(obj["metadata"]["uid"])
+    if uid != record.uid:
+        return Finding(record, "replaced", uid, "a new object of the same name")
+    content = CONTENT[record.kind](obj)
+    if content != record.content:
+        return Finding(record, "changed", uid, f"{record.content} -> {content}")
+    return Finding(record, "ok", uid)
+
+
+def table(findings: list[Finding], step: str) -> str:
+    """Found against created, one row per object, with the counts in the first line."""
+    bad = [f for f in findings if not f.ok]
+    states = sorted({f.state for f in bad})
+    counts = ", ".join(f"{sum(f.state == s for f in bad)} {s}" for s in states) or "all intact"
+    rows = [
+        f"data check {step}: {len(findings)} created, "
+        f"{sum(f.ok for f in findings)} found unchanged ({counts})",
+        f"{'kind':<15} {'shard':<8} {'name':<56} {'created uid':<12} {'found uid':<12} state",
+    ]
+    for finding in findings:
+        record = finding.record
+        found = finding.uid[:8] if finding.uid else "-"
+        line = (
+            f"{record.kind:<15} {record.shard:<8} {record.name:<56} {record.uid[:8]:<12} "
+            f"{found:<12} {finding.state}"
+        )
+        rows.append(line + (f" ({finding.detail})" if finding.detail else ""))
+    return "\n".join(rows)
+
+
+@dataclass
+class KcpData:
+    """The records of :meth:`create`; ``report`` (optional) gets every table appended."""
+
+    records: list[Record]
+    report: Path | None = None
+    tables: list[str] = field(default_factory=list)
+
+    @classmethod
+    def create(
+        cls, shards: Mapping[str, ShardAPI], report: Path | None = None, prefix: str = "data"
+    ) -> KcpData:
+        """A workspace on each shard of ``shards`` (by kcp shard name, ``root`` among them)
+        with its objects, and the root's Shard objects; printed as the first table."""
+        started = time.monotonic()
+        root = shards[ROOT]
+        token = secrets.token_hex(3)
+        wait_for(
+            lambda: set(shards) <= set(registered_shards(root)),
+            SCHEDULE_TIMEOUT,
+            f"the root shard listing the shards {sorted(shards)}",
+        )
+        records = []
+        for name in sorted(shards):
+            path = f"{SHARDS_PATH}/{name}"
+            shard = root.get(path)
+            assert shard is not None, path
+            records.append(_record("Shard", root, name, path, shard))
+        for name in sorted(shards):
+            workspace = f"{prefix}-{name}-{token}"
+            records += _workspace_records(root, shards[name], workspace, token)
+        data = cls(records, report)
+        log(f"created {len(records)} objects to check in {time.monotonic() - started:.1f}s")
+        data.verify(shards, "after creating them")
+        return data
+
+    def verify(self, shards: Mapping[str, ShardAPI], step: str) -> list[Finding]:
+        """Every record read again from its shard; returns the ones not ``ok``. Reads again
+        while a shard is unreachable, for up to a minute; nothing else is retried."""
+        deadline = time.monotonic() + UNREACHABLE_WAIT
+        while True:
+            findings = [_read(shards[r.shard], r) for r in self.records]
+            if not any(f.state == "unreachable" for f in findings):
+                break
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(2)
+        text = table(findings, step)
+        self.tables.append(text)
+        print(f"\n{text}\n", flush=True)
+        if self.report is not None:
+            with self.report.open("a") as out:
+                out.write(text + "\n\n")
+        return [f for f in findings if not f.ok]
+
+    def assert_intact(self, shards: Mapping[str, ShardAPI], step: str) -> None:
+        """:meth:`verify`, failing on any object missing, replaced or changed."""
+        problems = self.verify(shards, step)
+        assert not problems, f"data lost {step}:\n{table(problems, step)}"
