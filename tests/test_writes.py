@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from kcp_shard_operator.controller.writes import write_child, write_status
+from kcp_shard_operator.controller.writes import REPLACE_ATTEMPTS, write_child, write_status
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.kube.client import RefusedError
@@ -56,10 +56,10 @@ def test_a_refused_write_falls_back_step_by_step(
     assert written["spec"] == child["spec"]
 
 
-@pytest.mark.parametrize("error", [refused(), conflict()])
-def test_a_deployment_is_never_deleted(error: RefusedError) -> None:
+def test_a_deployment_is_never_deleted() -> None:
     child = CHILDREN["Deployment"]
     kube, live = served(child)
+    error = refused()
     kube.fail("apply", "Deployment", refused(), refused())
     kube.fail("replace", "Deployment", error)
     with pytest.raises(RefusedError) as raised:
@@ -68,25 +68,67 @@ def test_a_deployment_is_never_deleted(error: RefusedError) -> None:
     assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace"]
 
 
-@pytest.mark.parametrize("kind", ["Service", "PodDisruptionBudget"])
-def test_a_conflicting_replace_is_not_followed_by_a_recreate(kind: str) -> None:
+CONFLICTED_CALLS = ["replace"] + ["get", "replace"] * (REPLACE_ATTEMPTS - 1)
+
+
+@pytest.mark.parametrize("kind", ["Deployment", "Service", "PodDisruptionBudget"])
+def test_a_replace_that_keeps_conflicting_is_reported_never_recreated(kind: str) -> None:
     child = CHILDREN[kind]
     kube, live = served(child)
     kube.fail("apply", kind, refused(), refused())
-    kube.fail("replace", kind, conflict())
+    kube.fail("replace", kind, *(conflict() for _ in range(REPLACE_ATTEMPTS)))
     with pytest.raises(RefusedError, match="409"):
         write_child(context(kube), child, live)
-    assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace"]
+    assert [op for op, _, _ in kube.calls] == ["apply", "apply", *CONFLICTED_CALLS]
     assert kube.objects[(kind, "ns", child["metadata"]["name"])] == live
 
 
-def test_a_replace_from_a_stale_read_conflicts() -> None:
+def test_a_replace_from_a_stale_read_reads_again_and_succeeds() -> None:
     child = CHILDREN["Deployment"]
     kube, live = served(child)
-    kube.put(kube.objects[("Deployment", "ns", child["metadata"]["name"])])
+    name = child["metadata"]["name"]
+    kube.put(kube.objects[("Deployment", "ns", name)])
     kube.fail("apply", "Deployment", refused(), refused())
-    with pytest.raises(RefusedError, match="409"):
-        write_child(context(kube), child, live)
+    written, how = write_child(context(kube), child, live)
+    assert ([op for op, _, _ in kube.calls], how) == (
+        ["apply", "apply", "replace", "get", "replace"],
+        "replaced",
+    )
+    assert written == kube.objects[("Deployment", "ns", name)]
+    assert written["spec"] == child["spec"]
+
+
+def test_a_hand_edit_replaced_from_a_stale_read_is_retried_within_the_pass() -> None:
+    """The issue-19 case: foreign fields found, the Deployment controller wrote the object
+    after the read, so the first replace conflicts; the pass reads again and puts it back."""
+    child = CHILDREN["Deployment"]
+    kube = FakeKube(child)
+    name = child["metadata"]["name"]
+    live = copy.deepcopy(kube.objects[("Deployment", "ns", name)])
+    live["metadata"]["managedFields"] = [
+        {"manager": "kubectl-patch", "fieldsV1": {"f:spec": {"f:paused": {}}}}
+    ]
+    live["spec"]["paused"] = True
+    kube.put(copy.deepcopy(live))
+    stale = copy.deepcopy(live)
+    kube.put(kube.objects[("Deployment", "ns", name)])
+    written, how = write_child(context(kube), child, stale)
+    assert ([op for op, _, _ in kube.calls], how) == (
+        ["dry-run", "get", "dry-run", "replace"],
+        "replaced",
+    )
+    assert "paused" not in written["spec"]
+
+
+def test_an_object_gone_between_a_conflict_and_the_read_again_is_applied() -> None:
+    child = CHILDREN["Service"]
+    kube, live = served(child)
+    kube.fail("apply", "Service", refused(), refused())
+    kube.fail("replace", "Service", conflict())
+    del kube.objects[("Service", "ns", child["metadata"]["name"])]
+    written, how = write_child(context(kube), child, live)
+    assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace", "get", "apply"]
+    assert written["spec"] == child["spec"]
 
 
 def test_a_refused_new_child_is_reported_not_replaced() -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from testkit.kube import shard_ready
+from testkit.kube import condition, shard_ready
 from testkit.wait import wait_for
 
 Kubectl = Callable[..., str]
@@ -46,6 +46,20 @@ def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: floa
         lambda: shard_ready(get(kubectl, ns, "shard", name), version),
         timeout,
         f"Shard {name} Ready at kcp {version}",
+    )
+
+
+def wait_settled(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
+    """Ready, and its claim (if any) bound: the PersistentVolume controller's writes of the
+    claim are over, so the API server's write counters show only what the operator does."""
+    wait_ready(kubectl, ns, name, version)
+    wait_for(
+        lambda: (
+            condition(get(kubectl, ns, "shard", name), "DataDurable").get("reason")
+            != "ClaimNotBound"
+        ),
+        60,
+        f"the claim of Shard {name} bound",
     )
 
 

@@ -15,7 +15,7 @@ from testkit.operator_process import CHILD_RESOURCES, RESYNC_WINDOW, OperatorPro
 from testkit.tools import log
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
+from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready, wait_settled
 
 pytestmark = pytest.mark.e2e
 MARKER = "MARKER-7f3a-SECRET"
@@ -96,7 +96,7 @@ def test_sidecar_and_env_added_by_hand_are_removed_in_one_pass(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
     apply(kubectl, namespace, shard("root", "0.33.0"))
-    wait_ready(kubectl, namespace, "root", "0.33.0")
+    wait_settled(kubectl, namespace, "root", "0.33.0")
     patch = {
         "spec": {
             "template": {

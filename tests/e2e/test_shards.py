@@ -27,6 +27,7 @@ from .shards import (
     patch_spec,
     shard,
     wait_ready,
+    wait_settled,
 )
 
 pytestmark = pytest.mark.e2e
@@ -158,7 +159,7 @@ def test_hand_edited_deployment_is_put_back_and_in_sync_is_not_rewritten(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
     apply(kubectl, namespace, shard("root", "0.34.0"))
-    wait_ready(kubectl, namespace, "root", "0.34.0")
+    wait_settled(kubectl, namespace, "root", "0.34.0")
     before = get(kubectl, namespace, "deployment", "root-kcp")["metadata"]["resourceVersion"]
     requests = api_request_totals(operator_process.cluster)
     kubectl("annotate", "-n", namespace, "shard", "root", "touched=1")

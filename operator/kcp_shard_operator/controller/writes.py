@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kcp_shard_operator.constants import FIELD_MANAGER, SHARD_KIND
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.model import JSON
@@ -17,6 +19,9 @@ from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"
 CONFLICT = 409
+REPLACE_ATTEMPTS = 3
+"""Replaces tried within one pass when each one conflicts (another writer came between the
+read and the write): each retry reads the object again first."""
 
 
 def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str]:
@@ -27,13 +32,7 @@ def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str
     """
     replaceable = child["kind"] in REPLACEABLE_KINDS
     if live is not None and replaceable and foreign_fields(live, FIELD_MANAGER):
-        body = replacement(child, live)
-        if contains(live, child):
-            # Fields set to what the server would default them to anyway: nothing to put back.
-            preview = ctx.kube.replace(body, dry_run=True)
-            if preview.get("spec") == live.get("spec"):
-                return live, UNCHANGED
-        return ctx.kube.replace(body), "replaced"
+        return _read_again_on_conflict(ctx, child, live, _put_back)
     try:
         try:
             applied = ctx.kube.apply(child)
@@ -45,16 +44,57 @@ def write_child(ctx: Context, child: JSON, live: JSON | None) -> tuple[JSON, str
             raise
         return _fall_back(ctx, child, live)
     if not contains(applied, child) and replaceable:
-        return ctx.kube.replace(replacement(child, applied)), "replaced"
+        return _read_again_on_conflict(ctx, child, applied, _replace)
     return applied, "applied"
+
+
+def _put_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
+    """Replace ``live``, whose spec another manager changed, unless that changes nothing."""
+    body = replacement(child, live)
+    if contains(live, child):
+        # Fields set to what the server would default them to anyway: nothing to put back.
+        preview = ctx.kube.replace(body, dry_run=True)
+        if preview.get("spec") == live.get("spec"):
+            return live, UNCHANGED
+    return ctx.kube.replace(body), "replaced"
+
+
+def _replace(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
+    return ctx.kube.replace(replacement(child, live)), "replaced"
+
+
+def _read_again_on_conflict(
+    ctx: Context,
+    child: JSON,
+    live: JSON,
+    write: Callable[[Context, JSON, JSON], tuple[JSON, str]],
+) -> tuple[JSON, str]:
+    """``write(ctx, child, live)``; on a conflict read the object again and retry (bounded).
+
+    A conflict means the read was stale (the Deployment controller wrote the object after a
+    hand edit, say), not that the rendering is wrong: only what still fails is reported.
+    """
+    meta = child["metadata"]
+    for _ in range(REPLACE_ATTEMPTS - 1):
+        try:
+            return write(ctx, child, live)
+        except RefusedError as err:
+            if err.status != CONFLICT:
+                raise
+        fresh = ctx.kube.get(child["apiVersion"], child["kind"], meta["namespace"], meta["name"])
+        if fresh is None:
+            return ctx.kube.apply(child), "applied"
+        live = fresh
+    return write(ctx, child, live)
 
 
 def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
     try:
-        return ctx.kube.replace(replacement(child, live)), "replaced"
+        return _read_again_on_conflict(ctx, child, live, _replace)
     except RefusedError as err:
-        # A conflict says the read was stale, not that the object cannot take the rendering:
-        # the next pass reads again. Recreating would give a Service a new cluster IP.
+        # A conflict that outlasts reading again is another writer racing this one, not an
+        # object that cannot take the rendering: the next pass tries again. Recreating would
+        # give a Service a new cluster IP.
         if child["kind"] not in RECREATABLE_KINDS or err.status == CONFLICT:
             raise
     meta = child["metadata"]
