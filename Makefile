@@ -81,12 +81,16 @@ image: install ## operator and kcp images (no registry needed); loaded into the 
 	  hack/image.sh load "$${CLUSTER_NAME:-kcp-shard-operator}"; fi
 
 .PHONY: e2e-kind
-e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready, storage, the demo
-	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py tests/kind/test_storage.py tests/kind/test_demo.py
+e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready, storage, data kept, the demo
+	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py tests/kind/test_storage.py tests/kind/test_durability.py tests/kind/test_demo.py
 
 .PHONY: e2e-upgrade
-e2e-upgrade: install ## rolling-upgrade e2e on kind with real kcp pods; prints the timeline
-	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py
+e2e-upgrade: install ## rolling and patch upgrade e2e on kind with real kcp pods and data checks; prints the timelines
+	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py tests/kind/test_patch_upgrade.py
+
+.PHONY: e2e-patch-upgrade
+e2e-patch-upgrade: install ## patch upgrade and rollback on kind, /readyz never failing, data checks
+	$(BIN)/pytest -v -s -m kind tests/kind/test_patch_upgrade.py
 
 .PHONY: demo
 demo: ## the main job: cluster up, chart installed, operator running, samples Ready (CLUSTER=kind: real pods)

@@ -128,6 +128,7 @@ def test_an_object_gone_between_a_conflict_and_the_read_again_is_applied() -> No
     del kube.objects[("Service", "ns", child["metadata"]["name"])]
     written, how = write_child(context(kube), child, live)
     assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace", "get", "apply"]
+    assert how == "applied"
     assert written["spec"] == child["spec"]
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import yaml
 
-from testkit.kube import condition, shard_ready
+from testkit.kube import shard_ready
 from testkit.wait import wait_for
 
 Kubectl = Callable[..., str]
@@ -49,17 +49,30 @@ def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: floa
     )
 
 
+def claims_settled(kubectl: Kubectl) -> bool:
+    """Whether every PersistentVolumeClaim of the cluster is Bound and no namespace is being
+    deleted (an earlier test's): the PersistentVolume controllers then write no claim (they
+    bind claims and release the finalizers of deleted ones, and the API server's counters
+    cannot tell their writes from the operator's)."""
+    namespaces = json.loads(kubectl("get", "namespaces", "-o", "json"))["items"]
+    if any((n.get("status") or {}).get("phase") == "Terminating" for n in namespaces):
+        return False
+    claims = json.loads(kubectl("get", "pvc", "--all-namespaces", "-o", "json"))["items"]
+    return all(
+        (c.get("status") or {}).get("phase") == "Bound"
+        and not c["metadata"].get("deletionTimestamp")
+        for c in claims
+    )
+
+
 def wait_settled(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
-    """Ready, and its claim (if any) bound: the PersistentVolume controller's writes of the
-    claim are over, so the API server's write counters show only what the operator does."""
+    """Ready, and every claim of the cluster bound (:func:`claims_settled`): from then on the
+    API server's write counters show only what the operator does to the Shard's children."""
     wait_ready(kubectl, ns, name, version)
     wait_for(
-        lambda: (
-            condition(get(kubectl, ns, "shard", name), "DataDurable").get("reason")
-            != "ClaimNotBound"
-        ),
-        60,
-        f"the claim of Shard {name} bound",
+        lambda: claims_settled(kubectl),
+        90,
+        "every claim of the cluster bound, no namespace terminating",
     )
 
 

@@ -12,7 +12,6 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
 
 import yaml
@@ -114,7 +113,7 @@ spec:
 
 
 def shards_on_etcd_pod(
-    cluster: Cluster, namespace: str, pki_dir: Path, version: str, replicas: int
+    cluster: Cluster, namespace: str, pki: Pki, version: str, replicas: int
 ) -> list[dict[str, Any]]:
     """An etcd pod and the Secrets of a root shard and shard-1 in ``namespace``; the two Shard
     objects at kcp ``version`` with ``replicas`` each on that etcd (not applied yet)."""
@@ -122,7 +121,7 @@ def shards_on_etcd_pod(
     cluster.kubectl(
         "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
     )
-    secrets = shard_secrets(Pki.create(pki_dir), namespace, "root", ["shard-1"])
+    secrets = shard_secrets(pki, namespace, "root", ["shard-1"])
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(secrets))
     shards = []
     for name in ("root", "shard-1"):
@@ -152,6 +151,18 @@ def wait_version(
         return all(shard_ready(shard_object(cluster, namespace, s), version) for s in shards)
 
     wait_for(done, timeout, f"Shards {', '.join(shards)} Ready at kcp {version}", interval=3)
+
+
+def wait_refused(cluster: Cluster, namespace: str, shards: tuple[str, ...], timeout: float) -> None:
+    """Every Shard of ``shards`` reporting ``Degraded=True DowngradeRefused``."""
+
+    def done() -> bool:
+        return all(
+            condition_of(cluster, namespace, shard, "Degraded").get("reason") == "DowngradeRefused"
+            for shard in shards
+        )
+
+    wait_for(done, timeout, f"{', '.join(shards)} reporting DowngradeRefused", interval=2)
 
 
 def bump(cluster: Cluster, namespace: str, shards: tuple[str, ...], version: str) -> None:

@@ -24,17 +24,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from itertools import pairwise
 from pathlib import Path
 
 import pytest
 import yaml
 
+from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, create_namespace
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import log
 from testkit.wait import wait_for
+from tests.e2e.pki import Pki
 
+from .durability import (
+    OPERATOR_SELECTOR,
+    DataSteps,
+    pod_names,
+    rotate_serving_certs,
+    shard_apis,
+    wait_replaced,
+)
 from .kind import (
     OPERATOR_NAMESPACE,
     bump,
@@ -42,6 +53,7 @@ from .kind import (
     describe_failure,
     load_kcp_image,
     shards_on_etcd_pod,
+    wait_refused,
     wait_version,
 )
 from .timeline import (
@@ -65,7 +77,6 @@ REFUSAL_WATCH = RESYNC_WINDOW
 """Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
 Shard, and long enough for the Deployment controller to have started a pod on the refused
 version, had the operator asked for one."""
-OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
 
 
 def assert_invariants(samples: list[Sample], new: str) -> None:
@@ -112,16 +123,6 @@ def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[
     kind_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
 
 
-def wait_refused(cluster: Cluster, namespace: str, timeout: float) -> None:
-    def done() -> bool:
-        return all(
-            condition_of(cluster, namespace, shard, "Degraded").get("reason") == "DowngradeRefused"
-            for shard in SHARDS
-        )
-
-    wait_for(done, timeout, "both Shards reporting DowngradeRefused", interval=2)
-
-
 def template_version(cluster: Cluster, namespace: str, shard: str) -> str:
     return cluster.kubectl(
         "get", "deployment", f"{shard}-kcp", "-n", namespace, "-o",
@@ -133,15 +134,22 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
     kind_cluster: Cluster, upgrade_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = upgrade_namespace, kind_cluster.kubectl
-    shards = shards_on_etcd_pod(kind_cluster, ns, tmp_path / "pki", OLD, REPLICAS)
+    pki = Pki.create(tmp_path / "pki")
+    shards = shards_on_etcd_pod(kind_cluster, ns, pki, OLD, REPLICAS)
     timeline = Timeline(kind_cluster, ns)
+    stack = ExitStack()
     try:
         kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
         timeline.start()
         timeline.mark(f"applied root and shard-1 at kcp {OLD}, {REPLICAS} replicas each")
         wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
         timeline.mark(f"both Ready at {OLD}")
+        apis = stack.enter_context(shard_apis(kind_cluster, ns, pki, SHARDS, tmp_path / "apis"))
+        data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="upgrade")
+        steps = DataSteps(data, apis, "durability", "external-etcd")
+        timeline.mark(f"data created: {len(data.records)} objects on both shards")
         upgrade_from = len(timeline.samples)
+        started = time.monotonic()
 
         bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"both Shards bumped to {NEW}")
@@ -167,11 +175,15 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         )
         timeline.mark(f"both Ready at {NEW}")
         upgrade = timeline.samples[upgrade_from:]
+        steps.check(
+            f"the upgrade to {NEW}, the operator pod killed mid-rollout", time.monotonic() - started
+        )
         refusal_from = len(timeline.samples)
+        started = time.monotonic()
 
         bump(kind_cluster, ns, SHARDS, OLD)
         timeline.mark(f"bump down: both Shards set to {OLD} (an older minor)")
-        wait_refused(kind_cluster, ns, 120)
+        wait_refused(kind_cluster, ns, SHARDS, 120)
         timeline.mark("both Shards report DowngradeRefused")
         time.sleep(REFUSAL_WATCH)
         for shard in SHARDS:
@@ -180,6 +192,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             assert ready.get("status") == "True", ready
             message = condition_of(kind_cluster, ns, shard, "Degraded").get("message", "")
             assert f"the shard stays at kcp {NEW}" in message, message
+        steps.check(f"the refused downgrade to {OLD}", time.monotonic() - started)
 
         bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"spec set back to {NEW}")
@@ -196,12 +209,30 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         timeline.mark(f"both Ready at {NEW} again, Degraded cleared")
         time.sleep(4)
         after = timeline.samples[refusal_from:]
+
+        started = time.monotonic()
+        old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
+        rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
+        timeline.mark("both serving certificates rotated")
+        for shard in SHARDS:
+            wait_replaced(kind_cluster, ns, shard, old[shard], REPLICAS, ROLL_TIMEOUT)
+        steps.check("a rotation of both serving certificates", time.monotonic() - started)
+        started = time.monotonic()
+        old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
+        for shard in SHARDS:
+            kubectl("rollout", "restart", "-n", ns, f"deployment/{shard}-kcp")
+        timeline.mark("kubectl rollout restart of both Deployments")
+        for shard in SHARDS:
+            wait_replaced(kind_cluster, ns, shard, old[shard], REPLICAS, ROLL_TIMEOUT)
+        steps.check("kubectl rollout restart", time.monotonic() - started)
     except BaseException:
         timeline.stop()
+        stack.close()
         print(timeline.table())
         print(describe_failure(kind_cluster, ns))
         raise
     timeline.stop()
+    stack.close()
     print(f"\nTimeline (pods: kcp version / R ready / F {FLAG}):\n{timeline.table()}")
     start, stop = longest_pod_start(timeline.samples), longest_pod_stop(timeline.samples)
     samples = timeline.samples

@@ -1,0 +1,199 @@
+"""The data checks of the kind tests: each shard reached through a ``kubectl port-forward`` to
+its Service (started again when the forwarded pod is gone), the steps that replace pods (a
+Secret rotation, ``kubectl rollout restart``, the operator pod killed), and the figures of
+each check, written to ``bench/results/<name>.json``."""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testkit.kcpapi import ShardAPI
+from testkit.kcpdata import KcpData
+from testkit.kube import Cluster
+from testkit.process import free_port
+from testkit.tools import REPO, log
+from testkit.wait import wait_for
+from tests.e2e.pki import Pki, secret
+
+from .kind import KCP_PORT, OPERATOR_NAMESPACE, pod_ready, pods, shard_object
+
+RESULTS = REPO / "bench" / "results"
+OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
+
+
+class Forward:
+    """``kubectl port-forward`` to one Service; :meth:`restart` starts it again (the pod it
+    forwarded to may be gone: kubectl forwards to one pod and exits with it)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, service: str) -> None:
+        self.cluster, self.namespace, self.service = cluster, namespace, service
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def url(self) -> str:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+        return f"https://127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        with self._lock:
+            self._close()
+            self._start()
+
+    def _start(self) -> None:
+        self.port = free_port()
+        self._proc = subprocess.Popen(
+            [
+                "kubectl", "port-forward", "-n", self.namespace, f"svc/{self.service}",
+                f"{self.port}:{KCP_PORT}",
+            ],
+            env=dict(self.cluster.env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def listening() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for(listening, 30, f"port-forward to {self.namespace}/{self.service}")
+
+    def _close(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+            self._proc = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
+@contextmanager
+def shard_apis(
+    cluster: Cluster, namespace: str, pki: Pki, names: tuple[str, ...], folder: Path
+) -> Iterator[dict[str, ShardAPI]]:
+    """A :class:`ShardAPI` per Shard of ``names`` (the kcp shard names are the Shard names),
+    as the admin of ``pki``, each through its own :class:`Forward`."""
+    folder.mkdir(parents=True, exist_ok=True)
+    kubeconfig = folder / "admin.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump(pki.kubeconfig("https://127.0.0.1", "admin")))
+    forwards = {name: Forward(cluster, namespace, f"{name}-kcp") for name in names}
+    try:
+        yield {
+            name: ShardAPI(name, kubeconfig, server=fwd.url, reconnect=fwd.restart)
+            for name, fwd in forwards.items()
+        }
+    finally:
+        for fwd in forwards.values():
+            fwd.close()
+
+
+def pod_names(cluster: Cluster, namespace: str, shard: str) -> set[str]:
+    return {p["metadata"]["name"] for p in pods(cluster, namespace, shard)}
+
+
+def wait_replaced(
+    cluster: Cluster, namespace: str, shard: str, old: set[str], replicas: int, timeout: float
+) -> None:
+    """Every pod of ``old`` gone, ``replicas`` new pods Ready, the Shard Ready again."""
+
+    def done() -> bool:
+        current = pods(cluster, namespace, shard)
+        names = {p["metadata"]["name"] for p in current}
+        obj = shard_object(cluster, namespace, shard)
+        status = obj.get("status") or {}
+        return (
+            not names & old
+            and len(current) == replicas
+            and all(pod_ready(p) for p in current)
+            and status.get("phase") == "Ready"
+            and status.get("observedGeneration") == obj["metadata"]["generation"]
+        )
+
+    wait_for(done, timeout, f"the pods of Shard {shard} replaced and Ready", interval=2)
+
+
+def rotate_serving_certs(
+    cluster: Cluster, namespace: str, pki: Pki, shards: tuple[str, ...]
+) -> None:
+    """A new serving key and certificate (same CA) in each shard's ``<name>-serving-cert``."""
+    objs = []
+    for name in shards:
+        crt, key = pki.serving(f"{name}-kcp", namespace)
+        objs.append(
+            secret(
+                f"{name}-serving-cert",
+                {"tls.crt": crt.read_text(), "tls.key": key.read_text()},
+                "kubernetes.io/tls",
+            )
+        )
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(objs))
+
+
+def restart_operator(cluster: Cluster) -> None:
+    """Delete the operator pod and wait for its replacement to be Ready."""
+    old = cluster.kubectl(
+        "get", "pods", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR, "-o", "name"
+    ).split()
+    cluster.kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR)
+
+    def replaced() -> bool:
+        found = json.loads(
+            cluster.kubectl(
+                "get", "pods", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR, "-o", "json"
+            )
+        )["items"]
+        return bool(found) and all(
+            f"pod/{p['metadata']['name']}" not in old and pod_ready(p) for p in found
+        )
+
+    wait_for(replaced, 180, "a new operator pod Ready", interval=2)
+
+
+@dataclass
+class DataSteps:
+    """The data of a kind test checked after each step; the figures of every check."""
+
+    data: KcpData
+    shards: Mapping[str, ShardAPI]
+    name: str
+    storage: str
+    figures: list[dict[str, Any]] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+
+    def check(self, step: str, took: float) -> None:
+        """Every object intact after ``step`` (which took ``took`` seconds); one figure."""
+        checked = time.monotonic()
+        problems = self.data.verify(self.shards, f"after {step}")
+        figure = {
+            "step": step,
+            "step_seconds": round(took, 1),
+            "objects": len(self.data.records),
+            "intact": len(self.data.records) - len(problems),
+            "check_seconds": round(time.monotonic() - checked, 1),
+        }
+        self.figures.append(figure)
+        log(f"data check after {step}: {figure}")
+        self.write()
+        assert not problems, f"data lost after {step}: {[str(p) for p in problems]}"
+
+    def write(self) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        path = RESULTS / f"{self.name}.json"
+        body = json.loads(path.read_text()) if path.exists() else {}
+        body[self.storage] = self.figures
+        path.write_text(json.dumps(body, indent=2) + "\n")

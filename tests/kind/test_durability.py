@@ -1,0 +1,133 @@
+"""A kcp shard is a database: a root shard and shard-1 on embedded etcd, each on the
+PersistentVolumeClaim the operator renders (kind's default StorageClass), keep every workspace
+and object through everything the operator or a user does to their pods.
+
+Workspaces pinned to each shard, with a Namespace, a ConfigMap of known content, an APIExport
+and an APIBinding inside (:mod:`testkit.kcpdata`), are read again from the shard that holds
+them, UID and content compared, after: a rotation of both serving certificates (the operator
+rolls the pods), ``kubectl rollout restart``, the operator pod killed, the upgrade from kcp
+v0.27.1 to v0.28.0, and the refused downgrade back. The figures of each check go to
+``bench/results/durability.json`` (``embedded-etcd``); the external-etcd twin of these checks
+is in the upgrade tests (``test_upgrade.py``, ``test_patch_upgrade.py``).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from testkit.kcpdata import KcpData
+from testkit.kube import Cluster, create_namespace, delete_namespace
+from testkit.tools import log
+from testkit.wait import wait_for
+from tests.e2e.pki import Pki, shard_secrets
+
+from .durability import (
+    DataSteps,
+    pod_names,
+    restart_operator,
+    rotate_serving_certs,
+    shard_apis,
+    wait_replaced,
+)
+from .kind import (
+    bump,
+    condition_of,
+    describe_failure,
+    load_kcp_image,
+    shard_spec,
+    wait_refused,
+    wait_version,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kind]
+
+OLD, NEW = "0.27.1", "0.28.0"
+SHARDS = ("root", "shard-1")
+ROLL_TIMEOUT = 600
+
+
+@pytest.fixture
+def durable_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
+    assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
+    name = create_namespace(kind_cluster, "kcp-durable")
+    yield name
+    kind_cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
+    delete_namespace(kind_cluster, name)
+
+
+def replace_pods(
+    cluster: Cluster, ns: str, what: str, steps: DataSteps, action: list[list[str]]
+) -> None:
+    """Run the kubectl ``action`` commands, wait for every pod of both shards to be replaced,
+    then check the data."""
+    started = time.monotonic()
+    old = {shard: pod_names(cluster, ns, shard) for shard in SHARDS}
+    for args in action:
+        cluster.kubectl(*args)
+    for shard in SHARDS:
+        wait_replaced(cluster, ns, shard, old[shard], 1, ROLL_TIMEOUT)
+    steps.check(what, time.monotonic() - started)
+
+
+def test_embedded_etcd_on_its_claim_keeps_every_object(
+    kind_cluster: Cluster, durable_namespace: str, tmp_path: Path
+) -> None:
+    ns, kubectl = durable_namespace, kind_cluster.kubectl
+    pki = Pki.create(tmp_path / "pki")
+    secrets = shard_secrets(pki, ns, "root", ["shard-1"])
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(secrets))
+    shards = [shard_spec("root", OLD, f"v{OLD}"), shard_spec("shard-1", OLD, f"v{OLD}", "root")]
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
+    try:
+        wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
+        for shard in SHARDS:
+            durable = condition_of(kind_cluster, ns, shard, "DataDurable")
+            assert (durable.get("status"), durable.get("reason")) == ("True", "ClaimBound")
+        with shard_apis(kind_cluster, ns, pki, SHARDS, tmp_path / "apis") as apis:
+            data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="durable")
+            steps = DataSteps(data, apis, "durability", "embedded-etcd")
+
+            started = time.monotonic()
+            old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
+            rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
+            for shard in SHARDS:
+                wait_replaced(kind_cluster, ns, shard, old[shard], 1, ROLL_TIMEOUT)
+            steps.check("a rotation of both serving certificates", time.monotonic() - started)
+
+            restart = [["rollout", "restart", "-n", ns, f"deployment/{s}-kcp"] for s in SHARDS]
+            replace_pods(kind_cluster, ns, "kubectl rollout restart", steps, restart)
+
+            started = time.monotonic()
+            restart_operator(kind_cluster)
+            wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
+            steps.check("the operator pod killed", time.monotonic() - started)
+
+            started = time.monotonic()
+            bump(kind_cluster, ns, SHARDS, NEW)
+            wait_version(kind_cluster, ns, SHARDS, NEW, ROLL_TIMEOUT)
+            steps.check(f"the upgrade to {NEW}", time.monotonic() - started)
+
+            started = time.monotonic()
+            bump(kind_cluster, ns, SHARDS, OLD)
+            wait_refused(kind_cluster, ns, SHARDS, 120)
+            steps.check(f"the refused downgrade to {OLD}", time.monotonic() - started)
+            bump(kind_cluster, ns, SHARDS, NEW)
+            wait_version(kind_cluster, ns, SHARDS, NEW, 120)
+            wait_for(
+                lambda: all(
+                    condition_of(kind_cluster, ns, s, "Degraded").get("status") == "False"
+                    for s in SHARDS
+                ),
+                120,
+                "Degraded cleared on both Shards",
+                interval=2,
+            )
+        log(f"durability figures (embedded etcd): {steps.figures}")
+    except BaseException:
+        print(describe_failure(kind_cluster, ns))
+        raise
