@@ -26,8 +26,8 @@ def documents(namespace: str, folder: Path) -> list[dict[str, Any]]:
     objs = [
         {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
         *shard_secrets(pki, namespace, "root", ["shard-1"]),
-        shard_spec("root", version, tag),
-        shard_spec("shard-1", version, tag, root="root"),
+        shard_spec("root", namespace, version, tag),
+        shard_spec("shard-1", namespace, version, tag, root="root"),
     ]
     for obj in objs[1:]:
         obj["metadata"]["namespace"] = namespace

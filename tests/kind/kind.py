@@ -58,8 +58,15 @@ def load_kcp_image(cluster: Cluster, target: str, version_key: str) -> str:
     return version
 
 
-def shard_spec(name: str, version: str, tag: str, root: str | None = None) -> dict[str, Any]:
-    """A Shard on a locally built kcp image with the Secrets of :func:`pki.shard_secrets`."""
+def shard_spec(
+    name: str, namespace: str, version: str, tag: str, root: str | None = None
+) -> dict[str, Any]:
+    """A Shard on a locally built kcp image with the Secrets of :func:`pki.shard_secrets`.
+
+    Its admin kubeconfig (``system:masters``, trusted by every shard of the PKI) is also its
+    logical-cluster-admin kubeconfig: without one, kcp connects to other shards with its
+    loopback credentials, which no other shard accepts, and a workspace scheduled onto
+    another shard never gets its LogicalCluster there."""
     repository, _ = kcp_image()
     spec: dict[str, Any] = {
         "version": version,
@@ -70,6 +77,8 @@ def shard_spec(name: str, version: str, tag: str, root: str | None = None) -> di
             "clientCASecretRef": {"name": CLIENT_CA_SECRET},
         },
         "adminKubeconfigSecretRef": {"name": f"{name}-admin-kubeconfig"},
+        "externalURL": f"https://{name}-kcp.{namespace}.svc:{KCP_PORT}",
+        "logicalClusterAdminKubeconfigSecretRef": {"name": f"{name}-admin-kubeconfig"},
     }
     if root is not None:
         spec["rootShardRef"] = {"name": root}
@@ -125,7 +134,9 @@ def shards_on_etcd_pod(
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(secrets))
     shards = []
     for name in ("root", "shard-1"):
-        obj = shard_spec(name, version, f"v{version}", root=None if name == "root" else "root")
+        obj = shard_spec(
+            name, namespace, version, f"v{version}", root=None if name == "root" else "root"
+        )
         obj["spec"]["replicas"] = replicas
         endpoint = f"http://etcd.{namespace}.svc:2379"
         obj["spec"]["etcd"] = {"endpoints": [endpoint], "prefix": f"/{name}"}

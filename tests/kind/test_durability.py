@@ -81,7 +81,10 @@ def test_embedded_etcd_on_its_claim_keeps_every_object(
     pki = Pki.create(tmp_path / "pki")
     secrets = shard_secrets(pki, ns, "root", ["shard-1"])
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(secrets))
-    shards = [shard_spec("root", OLD, f"v{OLD}"), shard_spec("shard-1", OLD, f"v{OLD}", "root")]
+    shards = [
+        shard_spec("root", ns, OLD, f"v{OLD}"),
+        shard_spec("shard-1", ns, OLD, f"v{OLD}", "root"),
+    ]
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
     try:
         wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)

@@ -1,7 +1,9 @@
 """The user's path on kind, for real: the chart installed with helm, the operator running
 in-cluster from its image, a root and a non-root Shard applied with kubectl, and both shards'
 kcp pods (started from the operator's own Deployments) Running and Ready on a real kubelet,
-``/readyz`` answered by kcp through each Service, the non-root shard registered with the root.
+``/readyz`` answered by kcp through each Service, the non-root shard registered with the root;
+then a workspace on each shard with objects inside (:mod:`testkit.kcpdata`), both Deployments
+restarted with ``kubectl rollout restart``, and every object read again, UID and content kept.
 
 kcp is v0.27.1, built from its Go module (the newest release the module proxy serves in a
 buildable form), still on ``--root-shard-kubeconfig-file``.
@@ -16,11 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, create_namespace, delete_namespace
 from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
+from .durability import pod_names, shard_apis, wait_replaced
 from .kind import (
     describe_failure,
     image_names,
@@ -69,12 +73,8 @@ def test_root_and_non_root_shard_run_from_the_operators_deployments(
     )
     _, tag = kcp_image()
     started = time.monotonic()
-    kubectl(
-        "apply", "-n", ns, "-f", "-",
-        stdin=yaml.safe_dump_all(
-            [shard_spec("root", VERSION, tag), shard_spec("shard-1", VERSION, tag, root="root")]
-        ),
-    )  # fmt: skip
+    objs = [shard_spec("root", ns, VERSION, tag), shard_spec("shard-1", ns, VERSION, tag, "root")]
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
     try:
         for shard in ("root", "shard-1"):
             wait_for(
@@ -104,6 +104,19 @@ def test_root_and_non_root_shard_run_from_the_operators_deployments(
         registered = {item["metadata"]["name"]: item["spec"] for item in body["items"]}
         assert set(registered) == {"root", "shard-1"}
         assert registered["shard-1"]["baseURL"] == f"https://shard-1-kcp.{ns}.svc:6443"
+
+        # The data survives the pods: both shards keep embedded etcd on their claims.
+        shards = ("root", "shard-1")
+        with shard_apis(kind_cluster, ns, pki, shards, tmp_path / "apis") as apis:
+            data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="real")
+            restarted = time.monotonic()
+            old = {shard: pod_names(kind_cluster, ns, shard) for shard in shards}
+            for shard in shards:
+                kubectl("rollout", "restart", "-n", ns, f"deployment/{shard}-kcp")
+            for shard in shards:
+                wait_replaced(kind_cluster, ns, shard, old[shard], 1, START_TIMEOUT)
+            log(f"both shards restarted in {time.monotonic() - restarted:.0f}s")
+            data.assert_intact(apis, "after kubectl rollout restart")
     except BaseException:
         print(describe_failure(kind_cluster, ns))
         raise
