@@ -22,6 +22,7 @@ on its shard, as the admin of system:masters.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable, Mapping
@@ -39,6 +40,12 @@ WORKSPACES_PATH = "/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspaces"
 APIS = "apis/apis.kcp.io/v1alpha1"
 NAMESPACE = "data-check"
 EXPORT = "data-check.kcp-shard-operator.dev"
+OWNER_ANNOTATION = "experimental.tenancy.kcp.io/owner"
+OWNER = json.dumps({"username": "kcp-data-check", "groups": ["system:masters"]})
+"""The owner recorded on each Workspace. kcp records the creator itself, except for a member of
+``system:masters`` (the checker's admin): the workspace's initializers then find no owner to
+act as (``could not unmarshal user info``) and its LogicalCluster never leaves
+``Initializing``."""
 SCHEDULE_TIMEOUT = 120.0
 UNREACHABLE_WAIT = 60.0
 
@@ -122,7 +129,7 @@ def _workspace_records(
         {
             "apiVersion": "tenancy.kcp.io/v1alpha1",
             "kind": "Workspace",
-            "metadata": {"name": workspace},
+            "metadata": {"name": workspace, "annotations": {OWNER_ANNOTATION: OWNER}},
             "spec": {"location": {"selector": {"matchLabels": {"name": target.name}}}},
         },
     )
