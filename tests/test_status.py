@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.health import Health
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -219,45 +220,67 @@ REPLICA_FAILURE: dict[str, Any] = {
 }
 
 
+DEADLINE: dict[str, Any] = {
+    "conditions": [
+        {"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
+    ]
+}
+UNVERIFIED = Health(
+    None, "SecretNotFound", "admin Secret not found", [("SecretNotFound", "admin Secret not found")]
+)
+
+
 @pytest.mark.parametrize(
-    ("seen", "reason", "words", "phase"),
+    ("seen", "reason", "words"),
     [
         (
             Observation(deployment(), apply_errors=["Deployment root-kcp: 422 Invalid: bad"]),
             "ApplyFailed",
             "Deployment root-kcp: 422 Invalid: bad",
-            "Degraded",
         ),
         (
             Observation(deployment(), missing_secrets=["ca", "tls"]),
             "SecretNotFound",
             "not found: ca, tls",
-            "Ready",
         ),
         (
             Observation(deployment(availableReplicas=0), pods=[UNSCHEDULABLE, PULL_FAILS]),
             "PodsNotRunning",
             "pod root-kcp-1 cannot be scheduled: 0/3 nodes are available; "
             "pod root-kcp-2 container kcp: ImagePullBackOff: m",
-            "Progressing",
         ),
         (
             Observation(deployment(availableReplicas=0, **REPLICA_FAILURE)),
             "ReplicaFailure",
             "pods cannot be created: quota",
-            "Progressing",
+        ),
+        (
+            Observation(deployment(availableReplicas=0, **DEADLINE)),
+            "ProgressDeadlineExceeded",
+            "too slow",
+        ),
+        (
+            Observation(deployment(), storage_problems=[("StorageClassNotFound", "no class")]),
+            "StorageClassNotFound",
+            "no class",
+        ),
+        (Observation(deployment(), health=UNVERIFIED), "SecretNotFound", "admin Secret not found"),
+        (
+            Observation(None, waiting="root not rolled out", missing_secrets=["cache"]),
+            "SecretNotFound",
+            "not found: cache",
         ),
     ],
 )
-def test_problems_make_the_shard_degraded(
-    seen: Observation, reason: str, words: str, phase: str
+def test_every_problem_makes_the_shard_degraded_and_its_phase_says_so(
+    seen: Observation, reason: str, words: str
 ) -> None:
     status = shard_status(make(shard_object()), seen, NOW)
     degraded = condition(status, "Degraded")
     assert degraded is not None
     assert (degraded["status"], degraded["reason"]) == ("True", reason)
     assert words in degraded["message"]
-    assert status["phase"] == phase
+    assert status["phase"] == "Degraded"
     events = events_between(None, status)
     assert ("Warning", reason) in [(e.type, e.reason) for e in events]
 

@@ -198,8 +198,9 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error or seen.apply_errors or seen.storage_problems or (health and health.not_ready):
-        phase = "Degraded"
+    if degraded.status:
+        # A Shard that cannot work says so in `kubectl get shards`, whatever the reason.
+        phase = DEGRADED
     elif seen.waiting:
         phase = "WaitingForRootShard"
     elif complete and running == shard.spec.version:
