@@ -131,6 +131,19 @@ def test_a_non_root_shard_waits_for_its_root(
     assert condition(kube, "shard-1", "Progressing") == progressing
 
 
+def test_a_missing_root_and_a_missing_cache_secret_are_both_reported() -> None:
+    kube = FakeKube(non_root_object(), secret("root-admin"))
+    ctx = context(kube)
+    run(ctx, "shard-1")
+    assert kube.writes == [("status", "Shard", "shard-1")]
+    assert status(kube, "shard-1")["phase"] == "Degraded"
+    degraded = conditions(kube, "shard-1")["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "RootShardNotFound")
+    assert degraded["message"] == (
+        "root Shard 'root' not found in ns; Secret(s) referenced by the spec not found: cache"
+    )
+
+
 def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_written() -> None:
     kube = FakeKube(shard_object())
     effects = Effects()

@@ -73,6 +73,27 @@ def test_missing_root_is_an_error() -> None:
     assert decision.apply == []
 
 
+def test_a_missing_root_is_told_with_the_missing_secrets() -> None:
+    revisions = {"cache": "", "root-admin": "7"}
+    decision = plan(make(non_root_object(version="0.32.3")), None, {}, RELEASE, revisions)
+    assert (decision.error_reason, decision.error) == (
+        "RootShardNotFound",
+        "root Shard 'root' not found in ns",
+    )
+    assert decision.missing_secrets == ["cache"]
+    assert decision.apply == []
+
+
+def test_a_missing_root_is_told_with_the_spec_problem() -> None:
+    shard = make(non_root_object(extraArgs=["--secure-port=1"]))
+    decision = plan(shard, None, {}, RELEASE, {"cache": "1", "root-admin": "2"})
+    assert decision.error_reason == "RootShardNotFound"
+    assert decision.error == (
+        "root Shard 'root' not found in ns; "
+        "spec.extraArgs: [0] --secure-port: the operator sets this flag; remove it"
+    )
+
+
 def test_nothing_applied_when_in_sync() -> None:
     shard = make(shard_object())
     rendered = render_shard(shard, None, RELEASE)
