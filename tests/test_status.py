@@ -314,3 +314,13 @@ def test_refused_downgrade_is_degraded_while_the_running_version_serves() -> Non
         ("Warning", "DowngradeRefused")
     ]
     assert events_between(refused, refused) == []
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [("Unauthorized", "Warning"), ("Forbidden", "Warning"), ("OlderVersion", None)],
+)
+def test_a_refused_cleanup_is_a_warning_event(reason: str, kind: str | None) -> None:
+    cleaned = {"type": "IdentityCacheCleaned", "status": "False", "reason": reason, "message": "m"}
+    events = events_between(None, {"conditions": [cleaned]})
+    assert [(e.type, e.reason) for e in events] == ([(kind, reason)] if kind else [])

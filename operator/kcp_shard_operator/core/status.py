@@ -301,6 +301,10 @@ class Event:
     message: str
 
 
+REFUSED_OR_UNREACHABLE = ("ShardUnreachable", "Forbidden", "Unauthorized")
+"""Reasons of a failed identity-cache cleanup that a human should hear about (Warning)."""
+
+
 def events_between(before: JSON | None, after: JSON) -> list[Event]:
     """Events a human should see for the change from ``before`` to ``after``."""
     events: list[Event] = []
@@ -324,8 +328,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             continue
         interesting = new["status"] == "True" or new["reason"] in (
             "WaitingForRootShard",
-            "ShardUnreachable",
-            "Forbidden",
+            *REFUSED_OR_UNREACHABLE,
         )
         if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
             # A rollout starts with the write that posts ``Configured`` (none on creation).
@@ -334,7 +337,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             # A claim binding is no news; data that will not survive a restart is.
             interesting = new["reason"] in ("Ephemeral", "EmptyDirKept")
         if interesting:
-            kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
+            kind = "Warning" if new["reason"] in REFUSED_OR_UNREACHABLE else event_type
             events.append(Event(kind, new["reason"], new["message"]))
     return events
 
