@@ -143,6 +143,8 @@ def test_a_pass_with_such_a_token_writes_its_status_and_one_log_line(
         "kubeconfig in key 'kubeconfig' of Secret 'admin': unusable kubeconfig: "
     )
     assert condition(kube, "shard-1", "DataVerified") == ("Unknown", INVALID_KUBECONFIG)
+    assert condition(kube, "shard-1", "Degraded") == ("True", INVALID_KUBECONFIG)
+    assert status(kube, "shard-1")["phase"] == "Degraded"
     lines = [r.getMessage() for r in caplog.records if "identity-cache" in r.getMessage()]
     assert len(lines) == 1
     assert "Secret 'admin'" in lines[0]
