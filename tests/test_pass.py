@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 from typing import Any
 
 import pytest
 
+from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import contains
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
+from kcp_shard_operator.kube.client import RefusedError, namespace_terminating
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 from .fake_kube import (
@@ -296,3 +300,82 @@ def test_a_failed_cleanup_is_retried_after_a_growing_delay() -> None:
     run(ctx, "shard-1")
     assert condition(kube, "shard-1", "IdentityCacheCleaned") == ("True", "Deleted")
     assert ctx.cleanup_failures == {}
+
+
+def terminating(kind: str) -> RefusedError:
+    return RefusedError(
+        403,
+        "Forbidden",
+        f'{kind.lower()}s "x" is forbidden: unable to create new content in namespace ns '
+        "because it is being terminated",
+    )
+
+
+def deleted_by_the_namespace_controller(ctx: Context, kube: FakeKube, kind: str, name: str) -> None:
+    del kube.objects[(kind, "ns", name)]
+    ctx.store.deleted(kind, "ns", name)
+
+
+def test_a_terminating_namespace_gets_no_more_writes_nor_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = FakeKube(shard_object(), non_root_object(), *SECRETS)
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root", "shard-1")
+    before, events = len(kube.calls), len(effects.events)
+    for name in ("root", "shard-1"):
+        deleted_by_the_namespace_controller(ctx, kube, "Service", f"{name}-kcp")
+        deleted_by_the_namespace_controller(ctx, kube, "Deployment", f"{name}-kcp")
+        kube.fail("apply", "Service", terminating("Service"), terminating("Service"))
+    with caplog.at_level(logging.INFO):
+        run(ctx, "root", "shard-1", "root", "shard-1")
+    assert kube.calls[before:] == [
+        ("apply", "Service", "root-kcp"),
+        ("apply", "Service", "root-kcp"),
+        ("apply", "Service", "shard-1-kcp"),
+        ("apply", "Service", "shard-1-kcp"),
+    ]
+    assert effects.events[events:] == []
+    assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == [
+        "namespace ns is being deleted: no more writes or Events there"
+    ]
+
+
+def test_a_shard_of_a_namespace_created_again_is_reconciled() -> None:
+    kube = FakeKube(shard_object())
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    deleted_by_the_namespace_controller(ctx, kube, "Service", "root-kcp")
+    kube.fail("apply", "Service", terminating("Service"), terminating("Service"))
+    run(ctx, "root")
+    assert ctx.terminating == {"uid-root": "ns"}
+    gone = copy.deepcopy(kube.objects[("Shard", "ns", "root")])
+    gone["metadata"]["deletionTimestamp"] = "2026-12-03T19:00:00Z"
+    watched(ctx, kube.put(gone))
+    run(ctx, "root")
+    assert ctx.terminating == {}
+    for kind, name in (
+        ("Shard", "root"),
+        ("PersistentVolumeClaim", "root-kcp-data"),
+        ("Deployment", "root-kcp"),
+    ):
+        deleted_by_the_namespace_controller(ctx, kube, kind, name)
+    again = shard_object()
+    again["metadata"]["uid"] = "uid-root-2"
+    watched(ctx, kube.put(again))
+    writes = len(kube.writes)
+    run(ctx, "root")
+    assert [kind for _, kind, _ in kube.writes[writes:]] == [
+        "Service",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "Shard",
+    ]
+
+
+def test_only_the_terminating_refusal_counts_as_a_namespace_being_deleted() -> None:
+    assert namespace_terminating(terminating("Service"))
+    assert not namespace_terminating(RefusedError(403, "Forbidden", "services is forbidden: RBAC"))
+    assert not namespace_terminating(ConnectionRefusedError())

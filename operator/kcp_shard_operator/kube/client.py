@@ -56,6 +56,18 @@ def error_message(err: BaseException) -> str:
     return f"API server unreachable: {type(err).__name__}"
 
 
+NAMESPACE_TERMINATING = "because it is being terminated"
+"""What the API server says when it refuses to create an object in a namespace being deleted."""
+
+
+def namespace_terminating(err: BaseException) -> bool:
+    """Whether ``err`` is the API server refusing a creation because the namespace is being
+    deleted (403, reason NamespaceTerminating): no failure of the operator's."""
+    return (
+        isinstance(err, RefusedError) and err.status == 403 and NAMESPACE_TERMINATING in err.message
+    )
+
+
 def path_of(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
     path = f"{base}/namespaces/{quote(namespace)}/{PLURALS[kind]}"
