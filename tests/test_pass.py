@@ -379,3 +379,49 @@ def test_only_the_terminating_refusal_counts_as_a_namespace_being_deleted() -> N
     assert namespace_terminating(terminating("Service"))
     assert not namespace_terminating(RefusedError(403, "Forbidden", "services is forbidden: RBAC"))
     assert not namespace_terminating(ConnectionRefusedError())
+
+
+def rolled(ctx: Context, kube: FakeKube, name: str) -> None:
+    """The Deployment controller finishes the rollout; the watches bring the passes."""
+    watched(ctx, kube.roll_out("ns", f"{name}-kcp"))
+    run(ctx, name, name)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"version": "0.34.0"},
+        {"version": "0.33.1"},
+        {"extraArgs": ["--v=2"]},
+    ],
+)
+def test_a_spec_change_is_configured_once_and_rolled_out_once(change: dict[str, Any]) -> None:
+    kube = FakeKube(shard_object(version="0.33.0", **HA))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    rolled(ctx, kube, "root")
+    before = len(effects.events)
+    respec(ctx, kube, "root", **change)
+    run(ctx, "root")
+    for _ in range(3):
+        rolled(ctx, kube, "root")
+    assert [event.reason for _, event in effects.events[before:]] == ["Configured", "RolledOut"]
+    assert status(kube, "root")["phase"] == "Ready"
+    assert condition(kube, "root", "Progressing") == ("False", "Complete")
+
+
+def test_a_spec_change_written_after_a_failure_is_configured_then() -> None:
+    kube = FakeKube(shard_object(**HA))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    before = len(effects.events)
+    respec(ctx, kube, "root", extraArgs=["--v=2"])
+    kube.fail("apply", "Deployment", refused(), refused())
+    kube.fail("replace", "Deployment", refused())
+    run(ctx, "root")
+    run(ctx, "root")
+    rolled(ctx, kube, "root")
+    reasons = [event.reason for _, event in effects.events[before:]]
+    assert reasons == ["ApplyFailed", "Configured", "RolledOut"]

@@ -324,3 +324,27 @@ def test_a_refused_cleanup_is_a_warning_event(reason: str, kind: str | None) -> 
     cleaned = {"type": "IdentityCacheCleaned", "status": "False", "reason": reason, "message": "m"}
     events = events_between(None, {"conditions": [cleaned]})
     assert [(e.type, e.reason) for e in events] == ([(kind, reason)] if kind else [])
+
+
+def _progressing(status: str, reason: str, version: str = "0.34.0") -> JSON:
+    cond = {"type": "Progressing", "status": status, "reason": reason, "message": "m"}
+    return {"version": version, "conditions": [cond]}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reasons"),
+    [
+        (_progressing("True", "RollingOut"), _progressing("False", "Complete"), ["RolledOut"]),
+        (_progressing("False", "Complete"), _progressing("False", "Complete"), []),
+        (_progressing("True", "RollingOut"), _progressing("True", "RollingOut"), []),
+        (
+            _progressing("True", "RollingOut", "0.33.0"),
+            _progressing("False", "Complete"),
+            ["RolledOut"],
+        ),
+    ],
+)
+def test_a_finished_rollout_is_rolled_out_whether_or_not_the_version_changed(
+    before: JSON, after: JSON, reasons: list[str]
+) -> None:
+    assert [event.reason for event in events_between(before, after)] == reasons

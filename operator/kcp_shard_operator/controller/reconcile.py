@@ -16,6 +16,7 @@ from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.planner import cause_of, plan
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
+    CONFIGURED,
     Observation,
     change_event,
     invalid_status,
@@ -88,6 +89,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     uid = str(obj["metadata"].get("uid", ""))
     if obj["metadata"].get("deletionTimestamp"):
         ctx.terminating.pop(uid, None)
+        ctx.announced.pop(uid, None)
         return
     if uid in ctx.terminating:
         return
@@ -140,7 +142,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         ctx.store.put(kind, written)
         logger.info("%s %s (%s)", how, child_ref, cause.value)
         event = change_event(kind, child["metadata"]["name"], cause.value, generation)
-        if event is not None:
+        if event is not None and (
+            event.reason != CONFIGURED
+            or ctx.first_announcement(uid, f"{CONFIGURED} {kind}", generation)
+        ):
             ctx.post(obj, event)
     if decision.delete_pdb:
         try:

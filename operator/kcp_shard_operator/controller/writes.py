@@ -14,7 +14,7 @@ from kcp_shard_operator.core.planner import (
     foreign_fields,
     replacement,
 )
-from kcp_shard_operator.core.status import events_between
+from kcp_shard_operator.core.status import ROLLED_OUT, events_between
 from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"
@@ -109,5 +109,9 @@ def write_status(ctx: Context, obj: JSON, status: JSON) -> None:
         return
     meta = obj["metadata"]
     ctx.store.put(SHARD_KIND, ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
+    generation = int(meta.get("generation", 0))
     for event in events_between(before, status):
-        ctx.post(obj, event)
+        if event.reason != ROLLED_OUT or ctx.first_announcement(
+            str(meta.get("uid", "")), ROLLED_OUT, generation
+        ):
+            ctx.post(obj, event)

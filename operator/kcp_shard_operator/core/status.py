@@ -17,6 +17,8 @@ DEGRADED = "Degraded"
 DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
 IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
 DATA_DURABLE = "DataDurable"
+ROLLED_OUT = "RolledOut"
+CONFIGURED = "Configured"
 
 
 @dataclass(frozen=True)
@@ -305,13 +307,26 @@ REFUSED_OR_UNREACHABLE = ("ShardUnreachable", "Forbidden", "Unauthorized")
 """Reasons of a failed identity-cache cleanup that a human should hear about (Warning)."""
 
 
+def _rollout_finished(before: JSON | None, after: JSON) -> bool:
+    """``Progressing`` went from ``RollingOut`` to ``Complete``: a rollout of the same kcp
+    version (``extraArgs``, resources, a rotated Secret) finished."""
+    old = condition(before, PROGRESSING) or {}
+    new = condition(after, PROGRESSING) or {}
+    return (old.get("status"), old.get("reason")) == ("True", "RollingOut") and (
+        new.get("status"),
+        new.get("reason"),
+    ) == ("False", "Complete")
+
+
 def events_between(before: JSON | None, after: JSON) -> list[Event]:
     """Events a human should see for the change from ``before`` to ``after``."""
     events: list[Event] = []
     old_version = (before or {}).get("version")
-    if after.get("version") and after.get("version") != old_version:
+    if after.get("version") and (
+        after.get("version") != old_version or _rollout_finished(before, after)
+    ):
         events.append(
-            Event("Normal", "RolledOut", f"kcp {after['version']} is rolled out on every replica")
+            Event("Normal", ROLLED_OUT, f"kcp {after['version']} is rolled out on every replica")
         )
     for type_, event_type in (
         (PROGRESSING, "Normal"),
@@ -353,7 +368,7 @@ def change_event(kind: str, name: str, cause: str, generation: int) -> Event | N
     if cause == "SpecChanged":
         return Event(
             "Normal",
-            "Configured",
+            CONFIGURED,
             f"{kind} {name} updated to the Shard's spec (generation {generation})",
         )
     return None
