@@ -425,3 +425,25 @@ def test_a_spec_change_written_after_a_failure_is_configured_then() -> None:
     rolled(ctx, kube, "root")
     reasons = [event.reason for _, event in effects.events[before:]]
     assert reasons == ["ApplyFailed", "Configured", "RolledOut"]
+
+
+def test_pods_refused_by_a_terminating_namespace_stop_the_writes_before_any_event() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    deployment = copy.deepcopy(kube.objects[("Deployment", "ns", "root-kcp")])
+    deployment["status"]["availableReplicas"] = 0
+    deployment["status"]["conditions"] = [
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": terminating("Pod").message,
+        }
+    ]
+    watched(ctx, kube.put(deployment))
+    before, events = len(kube.calls), len(effects.events)
+    run(ctx, "root", "root")
+    assert (kube.calls[before:], effects.events[events:]) == ([], [])
+    assert ctx.terminating == {"uid-root": "ns"}

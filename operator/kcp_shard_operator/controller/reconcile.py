@@ -20,6 +20,7 @@ from kcp_shard_operator.core.status import (
     Observation,
     change_event,
     invalid_status,
+    pods_refused_by_a_terminating_namespace,
     rollout_complete,
     shard_status,
 )
@@ -119,6 +120,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
         )
         write_status(ctx, obj, shard_status(shard, seen, _now()))
+        return
+    if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
+        _leave(ctx, uid, namespace, logger)
         return
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     decision = plan(shard, root, observed, release, revisions, classes)

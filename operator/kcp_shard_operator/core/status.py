@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.constants import NAMESPACE_TERMINATING
 from kcp_shard_operator.core.claim import Storage, claim_name
 from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
@@ -81,6 +82,15 @@ def _deadline_exceeded(deployment: JSON | None) -> str | None:
         if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
             return str(cond.get("message", "progress deadline exceeded"))
     return None
+
+
+def pods_refused_by_a_terminating_namespace(deployment: JSON | None) -> bool:
+    """The Deployment's ReplicaFailure says its namespace is being deleted: the pods are
+    refused because everything in it is going away, not because of the Shard."""
+    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            return NAMESPACE_TERMINATING in str(cond.get("message", ""))
+    return False
 
 
 def _replica_failure(deployment: JSON | None) -> str | None:

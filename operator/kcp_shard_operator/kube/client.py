@@ -15,6 +15,7 @@ import urllib3
 
 from kcp_shard_operator.constants import (
     FIELD_MANAGER,
+    NAMESPACE_TERMINATING,
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -54,10 +55,6 @@ def error_message(err: BaseException) -> str:
         suffix = f": {err.message}" if err.message else ""
         return f"{err.status} {err.reason}{suffix}"
     return f"API server unreachable: {type(err).__name__}"
-
-
-NAMESPACE_TERMINATING = "because it is being terminated"
-"""What the API server says when it refuses to create an object in a namespace being deleted."""
 
 
 def namespace_terminating(err: BaseException) -> bool:
