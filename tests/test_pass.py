@@ -447,3 +447,17 @@ def test_pods_refused_by_a_terminating_namespace_stop_the_writes_before_any_even
     run(ctx, "root", "root")
     assert (kube.calls[before:], effects.events[events:]) == ([], [])
     assert ctx.terminating == {"uid-root": "ns"}
+
+
+def test_a_rotated_secret_is_configured_and_rolled_out_at_the_same_generation() -> None:
+    kube = FakeKube(shard_object(tls={"clientCASecretRef": {"name": "ca"}}), secret("ca"))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    before = len(effects.events)
+    watched(ctx, kube.put(secret("ca", **{"ca.crt": "cm90YXRlZA=="})))
+    run(ctx, "root")
+    rolled(ctx, kube, "root")
+    rolled(ctx, kube, "root")
+    assert [event.reason for _, event in effects.events[before:]] == ["Configured", "RolledOut"]
+    assert kube.objects[("Shard", "ns", "root")]["metadata"]["generation"] == 1

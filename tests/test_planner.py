@@ -236,6 +236,20 @@ def test_cause_of_a_write() -> None:
     assert cause_of(rendered, changed) is Cause.SPEC_CHANGED
 
 
+def test_a_change_of_the_update_strategy_alone_is_told_apart() -> None:
+    ha: dict[str, Any] = {"etcd": {"endpoints": ["https://e:2379"]}}
+    rolling = render_shard(make(shard_object(**ha)), None, RELEASE).deployment
+    moving = {**shard_object(version="0.34.0", **ha), "status": {"version": "0.33.0"}}
+    recreate = render_shard(make(moving), None, RELEASE).deployment
+    assert (recreate["spec"]["strategy"], rolling["spec"]["strategy"]["type"]) == (
+        {"type": "Recreate"},
+        "RollingUpdate",
+    )
+    assert cause_of(recreate, rolling) is Cause.STRATEGY
+    changed = render_shard(make(shard_object(extraArgs=["--v=3"], **ha)), None, RELEASE)
+    assert cause_of(recreate, changed.deployment) is Cause.SPEC_CHANGED
+
+
 def managed(manager: str, fields: JSON, subresource: str | None = None) -> JSON:
     entry: JSON = {"manager": manager, "operation": "Update", "fieldsV1": fields}
     if subresource:

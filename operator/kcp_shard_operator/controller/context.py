@@ -86,26 +86,13 @@ class Context:
     probe: Callable[[ProbeTarget], Probe] = probe_shard
     """Ask kcp whether a shard is ready, still holds its data and is registered on its root."""
     probes: dict[str, Asked] = field(default_factory=dict)
-    announced: dict[str, dict[str, int]] = field(default_factory=dict)
-    """Per Shard (by uid): what an Event announced (``Configured <kind>``, ``RolledOut``) and
-    for which generation; each is announced once per generation. In memory only: after a
-    restart, a follow-up write of a generation may be announced once more."""
+    rolled_out: dict[str, str] = field(default_factory=dict)
+    """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.
+    In memory only: after a restart, a rollout may be announced once more."""
     terminating: dict[str, str] = field(default_factory=dict)
     """Shards (by uid) whose namespace is being deleted, with the namespace: nothing more is
     written for them, nor posted about them, until they are deleted too."""
     clock: Callable[[], float] = time.monotonic
-
-    def first_announcement(self, uid: str, what: str, generation: int) -> bool:
-        """Whether ``what`` is not yet announced for ``generation`` of the Shard; records it.
-
-        A write that follows up the Shard's own (the update strategy going back from
-        ``Recreate`` after a move to another kcp minor) is no news: no second Event.
-        """
-        announced = self.announced.setdefault(uid, {})
-        if announced.get(what) == generation:
-            return False
-        announced[what] = generation
-        return True
 
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:

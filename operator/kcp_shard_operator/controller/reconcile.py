@@ -16,9 +16,9 @@ from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.planner import cause_of, plan
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
-    CONFIGURED,
     Observation,
     change_event,
+    deployment_revision,
     invalid_status,
     pods_refused_by_a_terminating_namespace,
     rollout_complete,
@@ -90,7 +90,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     uid = str(obj["metadata"].get("uid", ""))
     if obj["metadata"].get("deletionTimestamp"):
         ctx.terminating.pop(uid, None)
-        ctx.announced.pop(uid, None)
+        ctx.rolled_out.pop(uid, None)
         return
     if uid in ctx.terminating:
         return
@@ -146,10 +146,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         ctx.store.put(kind, written)
         logger.info("%s %s (%s)", how, child_ref, cause.value)
         event = change_event(kind, child["metadata"]["name"], cause.value, generation)
-        if event is not None and (
-            event.reason != CONFIGURED
-            or ctx.first_announcement(uid, f"{CONFIGURED} {kind}", generation)
-        ):
+        if event is not None:
             ctx.post(obj, event)
     if decision.delete_pdb:
         try:
@@ -178,4 +175,4 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
     if cleaned is not None:
         status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
-    write_status(ctx, obj, status)
+    write_status(ctx, obj, status, deployment_revision(deployment))

@@ -242,22 +242,34 @@ def _same_quantity(actual: Any, desired: JSON) -> bool:
 
 
 class Cause(Enum):
-    """Why a child is written: it is new, the rendering changed, or someone edited it."""
+    """Why a child is written: it is new, the rendering changed, someone edited it, or only
+    the update strategy follows the Shard's status (back from ``Recreate`` after a move to
+    another kcp minor: no change of the Shard's spec, no new pods)."""
 
     CREATED = "Created"
     SPEC_CHANGED = "SpecChanged"
     DRIFT = "Drift"
+    STRATEGY = "StrategyChanged"
 
 
 def cause_of(live: JSON | None, desired: JSON) -> Cause:
-    """Drift when the live child carries the hash of this very rendering, else a spec change."""
+    """Drift when the live child carries the hash of this very rendering; else a change of
+    the update strategy alone, or of the spec."""
     if live is None:
         return Cause.CREATED
     hashes = [
         (obj.get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
         for obj in (live, desired)
     ]
-    return Cause.DRIFT if hashes[0] == hashes[1] else Cause.SPEC_CHANGED
+    if hashes[0] == hashes[1]:
+        return Cause.DRIFT
+    spec = dict(desired.get("spec") or {})
+    if spec.pop("strategy", None) is None:
+        return Cause.SPEC_CHANGED
+    meta = desired["metadata"]
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HASH_ANNOTATION}
+    rest = {**desired, "metadata": {**meta, "annotations": annotations}, "spec": spec}
+    return Cause.STRATEGY if contains(live, rest) else Cause.SPEC_CHANGED
 
 
 TEMPLATE_ANNOTATIONS = ("f:spec", "f:template", "f:metadata", "f:annotations")

@@ -19,7 +19,6 @@ DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
 IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
 DATA_DURABLE = "DataDurable"
 ROLLED_OUT = "RolledOut"
-CONFIGURED = "Configured"
 
 
 @dataclass(frozen=True)
@@ -82,6 +81,17 @@ def _deadline_exceeded(deployment: JSON | None) -> str | None:
         if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
             return str(cond.get("message", "progress deadline exceeded"))
     return None
+
+
+DEPLOYMENT_REVISION = "deployment.kubernetes.io/revision"
+"""Set by the Deployment controller: a new one for every new pod template rolled out."""
+
+
+def deployment_revision(deployment: JSON | None) -> str | None:
+    """The revision the Deployment controller gave the Deployment's pod template, if any."""
+    annotations = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DEPLOYMENT_REVISION)
+    return str(value) if value is not None else None
 
 
 def pods_refused_by_a_terminating_namespace(deployment: JSON | None) -> bool:
@@ -378,7 +388,7 @@ def change_event(kind: str, name: str, cause: str, generation: int) -> Event | N
     if cause == "SpecChanged":
         return Event(
             "Normal",
-            CONFIGURED,
+            "Configured",
             f"{kind} {name} updated to the Shard's spec (generation {generation})",
         )
     return None
