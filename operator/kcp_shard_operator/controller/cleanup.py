@@ -53,6 +53,7 @@ def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditio
     cleaned = identitycache.cleaned_condition(
         outcome, f"kubeconfig in key {ref.key!r} of Secret {ref.name!r}"
     )
-    log = logger.info if outcome.ok else logger.warning
-    log("identity-cache cleanup of %s: %s: %s", shard.key, cleaned.reason, cleaned.message)
+    # Info, not warning: kopf would post every attempt's line as an Event too; the condition's
+    # change posts one already.
+    logger.info("identity-cache cleanup of %s: %s: %s", shard.key, cleaned.reason, cleaned.message)
     return cleaned
