@@ -14,7 +14,7 @@ from kcp_shard_operator.controller.context import Context, Settings
 from kcp_shard_operator.controller.reconcile import reconcile
 from kcp_shard_operator.core.health import Failure, Probe, ProbeTarget, Registered
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.status import Event
+from kcp_shard_operator.core.status import DEPLOYMENT_REVISION, Event
 from kcp_shard_operator.identitycache.policy import Outcome, Result
 from kcp_shard_operator.kube.client import RefusedError
 
@@ -66,6 +66,7 @@ class FakeKube:
         self.calls: list[tuple[str, str, str]] = []
         self._errors: dict[tuple[str, str], list[Exception]] = {}
         self._revision = 0
+        self._rolled: dict[str, tuple[JSON | None, int]] = {}
         for obj in objects:
             self.put(obj)
 
@@ -151,12 +152,20 @@ class FakeKube:
         return base64.b64decode(data[key]) if key in data else None
 
     def roll_out(self, namespace: str, name: str) -> JSON:
-        """What the Deployment controller writes once every replica of ``name`` is available."""
+        """What the Deployment controller writes once every replica of ``name`` is available:
+        the status, and a new revision when the pod template is new."""
         deployment = self.objects[("Deployment", namespace, name)]
         replicas = deployment["spec"].get("replicas", 1)
+        template, revision = self._rolled.get(name, (None, 0))
+        if template != deployment["spec"]["template"]:
+            template, revision = copy.deepcopy(deployment["spec"]["template"]), revision + 1
+            self._rolled[name] = (template, revision)
+        meta = deployment["metadata"]
+        annotations = {**(meta.get("annotations") or {}), DEPLOYMENT_REVISION: str(revision)}
         return self.put(
             {
                 **deployment,
+                "metadata": {**meta, "annotations": annotations},
                 "status": {
                     "observedGeneration": deployment["metadata"]["generation"],
                     **dict.fromkeys(

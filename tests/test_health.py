@@ -121,17 +121,29 @@ def test_data_loss_comes_before_the_lost_registration() -> None:
          "withheld\nreadyz check failed", "etcd failed: reason withheld, poststarthook/x failed: "
          "reason withheld"),
         (503, "Service Unavailable", "HTTP 503"),
-        (401, "Unauthorized", Failure),
-        (403, "forbidden", Failure),
     ],
 )  # fmt: skip
 def test_readyz_answers(status: int, text: str, meaning: Any) -> None:
-    found = interpret_readyz(status, text)
-    if meaning is Failure:
+    assert interpret_readyz(status, text) == meaning
+
+
+@pytest.mark.parametrize(
+    ("status", "reason", "hint"),
+    [
+        (401, "Unauthorized", "check its token or client certificate"),
+        (403, "Forbidden", "it needs group system:masters on that shard"),
+    ],
+)
+def test_a_refusal_tells_bad_credentials_from_a_missing_permission(
+    status: int, reason: str, hint: str
+) -> None:
+    for found in (
+        interpret_readyz(status, "refused"),
+        interpret_data_uid(status, None),
+        interpret_registration("shard-1", status, None),
+    ):
         assert isinstance(found, Failure)
-        assert found.reason == "Forbidden"
-    else:
-        assert found == meaning
+        assert (found.reason, hint in found.message) == (reason, True)
 
 
 def test_readyz_lists_at_most_three_failed_checks() -> None:

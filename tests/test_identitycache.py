@@ -308,7 +308,7 @@ CONFIGMAP = {
         (Response(200, {"metadata": {"annotations": {ROOT_TYPE_ANNOTATION: "root:root"}}}),
          Result.ROOT_SHARD),
         (Response(403, {"message": "forbidden"}), Result.FORBIDDEN),
-        (Response(401, None), Result.FORBIDDEN),
+        (Response(401, None), Result.UNAUTHORIZED),
         (Response(500, {"message": "boom"}), Result.FAILED),
     ],
 )  # fmt: skip
@@ -338,6 +338,12 @@ def test_interpret_get() -> None:
     assert 'User "kcp-admin" cannot get' in denied.message
     assert not denied.ok
     assert not denied.retry
+    rejected = interpret_get(BASE, Response(401, {"message": "Unauthorized"}))
+    assert not isinstance(rejected, Found)
+    assert rejected.result is Result.UNAUTHORIZED
+    assert "check its token or client certificate" in rejected.message
+    assert "system:masters" not in rejected.message
+    assert not rejected.ok
 
 
 def test_delete_options_pin_uid_and_resource_version() -> None:

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import copy
+import logging
 from typing import Any
 
 import pytest
 
+from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import contains
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
+from kcp_shard_operator.kube.client import RefusedError, namespace_terminating
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 from .fake_kube import (
@@ -129,6 +133,19 @@ def test_a_non_root_shard_waits_for_its_root(
     assert written == ({"Service", "PersistentVolumeClaim", "Deployment"} if children else set())
     assert status(kube, "shard-1")["phase"] == phase
     assert condition(kube, "shard-1", "Progressing") == progressing
+
+
+def test_a_missing_root_and_a_missing_cache_secret_are_both_reported() -> None:
+    kube = FakeKube(non_root_object(), secret("root-admin"))
+    ctx = context(kube)
+    run(ctx, "shard-1")
+    assert kube.writes == [("status", "Shard", "shard-1")]
+    assert status(kube, "shard-1")["phase"] == "Degraded"
+    degraded = conditions(kube, "shard-1")["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "RootShardNotFound")
+    assert degraded["message"] == (
+        "root Shard 'root' not found in ns; Secret(s) referenced by the spec not found: cache"
+    )
 
 
 def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_written() -> None:
@@ -283,3 +300,164 @@ def test_a_failed_cleanup_is_retried_after_a_growing_delay() -> None:
     run(ctx, "shard-1")
     assert condition(kube, "shard-1", "IdentityCacheCleaned") == ("True", "Deleted")
     assert ctx.cleanup_failures == {}
+
+
+def terminating(kind: str) -> RefusedError:
+    return RefusedError(
+        403,
+        "Forbidden",
+        f'{kind.lower()}s "x" is forbidden: unable to create new content in namespace ns '
+        "because it is being terminated",
+    )
+
+
+def deleted_by_the_namespace_controller(ctx: Context, kube: FakeKube, kind: str, name: str) -> None:
+    del kube.objects[(kind, "ns", name)]
+    ctx.store.deleted(kind, "ns", name)
+
+
+def test_a_terminating_namespace_gets_no_more_writes_nor_events(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    kube = FakeKube(shard_object(), non_root_object(), *SECRETS)
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root", "shard-1")
+    before, events = len(kube.calls), len(effects.events)
+    for name in ("root", "shard-1"):
+        deleted_by_the_namespace_controller(ctx, kube, "Service", f"{name}-kcp")
+        deleted_by_the_namespace_controller(ctx, kube, "Deployment", f"{name}-kcp")
+        kube.fail("apply", "Service", terminating("Service"), terminating("Service"))
+    with caplog.at_level(logging.INFO):
+        run(ctx, "root", "shard-1", "root", "shard-1")
+    assert kube.calls[before:] == [
+        ("apply", "Service", "root-kcp"),
+        ("apply", "Service", "root-kcp"),
+        ("apply", "Service", "shard-1-kcp"),
+        ("apply", "Service", "shard-1-kcp"),
+    ]
+    assert effects.events[events:] == []
+    assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+    assert [r.getMessage() for r in caplog.records if r.levelno >= logging.INFO] == [
+        "namespace ns is being deleted: no more writes or Events there"
+    ]
+
+
+def test_a_shard_of_a_namespace_created_again_is_reconciled() -> None:
+    kube = FakeKube(shard_object())
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    deleted_by_the_namespace_controller(ctx, kube, "Service", "root-kcp")
+    kube.fail("apply", "Service", terminating("Service"), terminating("Service"))
+    run(ctx, "root")
+    assert ctx.terminating == {"uid-root": "ns"}
+    gone = copy.deepcopy(kube.objects[("Shard", "ns", "root")])
+    gone["metadata"]["deletionTimestamp"] = "2026-12-03T19:00:00Z"
+    watched(ctx, kube.put(gone))
+    run(ctx, "root")
+    assert ctx.terminating == {}
+    for kind, name in (
+        ("Shard", "root"),
+        ("PersistentVolumeClaim", "root-kcp-data"),
+        ("Deployment", "root-kcp"),
+    ):
+        deleted_by_the_namespace_controller(ctx, kube, kind, name)
+    again = shard_object()
+    again["metadata"]["uid"] = "uid-root-2"
+    watched(ctx, kube.put(again))
+    writes = len(kube.writes)
+    run(ctx, "root")
+    assert [kind for _, kind, _ in kube.writes[writes:]] == [
+        "Service",
+        "PersistentVolumeClaim",
+        "Deployment",
+        "Shard",
+    ]
+
+
+def test_only_the_terminating_refusal_counts_as_a_namespace_being_deleted() -> None:
+    assert namespace_terminating(terminating("Service"))
+    assert not namespace_terminating(RefusedError(403, "Forbidden", "services is forbidden: RBAC"))
+    assert not namespace_terminating(ConnectionRefusedError())
+
+
+def rolled(ctx: Context, kube: FakeKube, name: str) -> None:
+    """The Deployment controller finishes the rollout; the watches bring the passes."""
+    watched(ctx, kube.roll_out("ns", f"{name}-kcp"))
+    run(ctx, name, name)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"version": "0.34.0"},
+        {"version": "0.33.1"},
+        {"extraArgs": ["--v=2"]},
+    ],
+)
+def test_a_spec_change_is_configured_once_and_rolled_out_once(change: dict[str, Any]) -> None:
+    kube = FakeKube(shard_object(version="0.33.0", **HA))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    rolled(ctx, kube, "root")
+    before = len(effects.events)
+    respec(ctx, kube, "root", **change)
+    run(ctx, "root")
+    for _ in range(3):
+        rolled(ctx, kube, "root")
+    assert [event.reason for _, event in effects.events[before:]] == ["Configured", "RolledOut"]
+    assert status(kube, "root")["phase"] == "Ready"
+    assert condition(kube, "root", "Progressing") == ("False", "Complete")
+
+
+def test_a_spec_change_written_after_a_failure_is_configured_then() -> None:
+    kube = FakeKube(shard_object(**HA))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    before = len(effects.events)
+    respec(ctx, kube, "root", extraArgs=["--v=2"])
+    kube.fail("apply", "Deployment", refused(), refused())
+    kube.fail("replace", "Deployment", refused())
+    run(ctx, "root")
+    run(ctx, "root")
+    rolled(ctx, kube, "root")
+    reasons = [event.reason for _, event in effects.events[before:]]
+    assert reasons == ["ApplyFailed", "Configured", "RolledOut"]
+
+
+def test_pods_refused_by_a_terminating_namespace_stop_the_writes_before_any_event() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    deployment = copy.deepcopy(kube.objects[("Deployment", "ns", "root-kcp")])
+    deployment["status"]["availableReplicas"] = 0
+    deployment["status"]["conditions"] = [
+        {
+            "type": "ReplicaFailure",
+            "status": "True",
+            "reason": "FailedCreate",
+            "message": terminating("Pod").message,
+        }
+    ]
+    watched(ctx, kube.put(deployment))
+    before, events = len(kube.calls), len(effects.events)
+    run(ctx, "root", "root")
+    assert (kube.calls[before:], effects.events[events:]) == ([], [])
+    assert ctx.terminating == {"uid-root": "ns"}
+
+
+def test_a_rotated_secret_is_configured_and_rolled_out_at_the_same_generation() -> None:
+    kube = FakeKube(shard_object(tls={"clientCASecretRef": {"name": "ca"}}), secret("ca"))
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    before = len(effects.events)
+    watched(ctx, kube.put(secret("ca", **{"ca.crt": "cm90YXRlZA=="})))
+    run(ctx, "root")
+    rolled(ctx, kube, "root")
+    rolled(ctx, kube, "root")
+    assert [event.reason for _, event in effects.events[before:]] == ["Configured", "RolledOut"]
+    assert kube.objects[("Shard", "ns", "root")]["metadata"]["generation"] == 1

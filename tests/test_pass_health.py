@@ -193,6 +193,7 @@ def test_a_missing_admin_secret_is_degraded_but_ready_stays_to_the_pods() -> Non
     assert condition(kube, "root", "DataVerified") == ("Unknown", "SecretNotFound")
     assert condition(kube, "root", "Degraded") == ("True", "SecretNotFound")
     assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+    assert status(kube, "root")["phase"] == "Degraded"
     assert effects.probed == []
 
 

@@ -73,6 +73,27 @@ def test_missing_root_is_an_error() -> None:
     assert decision.apply == []
 
 
+def test_a_missing_root_is_told_with_the_missing_secrets() -> None:
+    revisions = {"cache": "", "root-admin": "7"}
+    decision = plan(make(non_root_object(version="0.32.3")), None, {}, RELEASE, revisions)
+    assert (decision.error_reason, decision.error) == (
+        "RootShardNotFound",
+        "root Shard 'root' not found in ns",
+    )
+    assert decision.missing_secrets == ["cache"]
+    assert decision.apply == []
+
+
+def test_a_missing_root_is_told_with_the_spec_problem() -> None:
+    shard = make(non_root_object(extraArgs=["--secure-port=1"]))
+    decision = plan(shard, None, {}, RELEASE, {"cache": "1", "root-admin": "2"})
+    assert decision.error_reason == "RootShardNotFound"
+    assert decision.error == (
+        "root Shard 'root' not found in ns; "
+        "spec.extraArgs: [0] --secure-port: the operator sets this flag; remove it"
+    )
+
+
 def test_nothing_applied_when_in_sync() -> None:
     shard = make(shard_object())
     rendered = render_shard(shard, None, RELEASE)
@@ -213,6 +234,20 @@ def test_cause_of_a_write() -> None:
     assert cause_of(None, rendered) is Cause.CREATED
     assert cause_of(rendered, rendered) is Cause.DRIFT
     assert cause_of(rendered, changed) is Cause.SPEC_CHANGED
+
+
+def test_a_change_of_the_update_strategy_alone_is_told_apart() -> None:
+    ha: dict[str, Any] = {"etcd": {"endpoints": ["https://e:2379"]}}
+    rolling = render_shard(make(shard_object(**ha)), None, RELEASE).deployment
+    moving = {**shard_object(version="0.34.0", **ha), "status": {"version": "0.33.0"}}
+    recreate = render_shard(make(moving), None, RELEASE).deployment
+    assert (recreate["spec"]["strategy"], rolling["spec"]["strategy"]["type"]) == (
+        {"type": "Recreate"},
+        "RollingUpdate",
+    )
+    assert cause_of(recreate, rolling) is Cause.STRATEGY
+    changed = render_shard(make(shard_object(extraArgs=["--v=3"], **ha)), None, RELEASE)
+    assert cause_of(recreate, changed.deployment) is Cause.SPEC_CHANGED
 
 
 def managed(manager: str, fields: JSON, subresource: str | None = None) -> JSON:

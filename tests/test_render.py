@@ -5,6 +5,7 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.kcpargs import SPEC_FIELDS
 from kcp_shard_operator.core.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.render import render_shard
@@ -70,8 +71,12 @@ def test_root_flag_in_extra_args_before_the_release_is_refused_not_doubled(
     root: Shard, extra: list[str]
 ) -> None:
     shard = make(non_root_object(version="0.32.3", extraArgs=extra))
-    with pytest.raises(SpecError, match=r"spec.extraArgs\[0\]: --root-shard-kubeconfig-file"):
+    with pytest.raises(SpecError) as refused:
         render_shard(shard, root, RELEASE)
+    assert str(refused.value) == (
+        "spec.extraArgs: [0] --root-shard-kubeconfig-file: the operator renders it from "
+        "spec.rootShardKubeconfigSecretRef; set it there instead"
+    )
 
 
 @pytest.mark.parametrize(
@@ -98,7 +103,11 @@ def test_retired_flags_leave_extra_args(
 
 def test_renamed_cache_flag_is_refused_next_to_the_rendered_one(root: Shard) -> None:
     shard = make(non_root_object(version="0.34.0", extraArgs=["--cache-server-kubeconfig-file=/c"]))
-    with pytest.raises(SpecError, match="--cache-kubeconfig is rendered by the operator"):
+    with pytest.raises(
+        SpecError,
+        match=r"\[0\] --cache-kubeconfig: the operator renders it from "
+        r"spec.cache.kubeconfigSecretRef; set it there instead",
+    ):
         render_shard(shard, root, RELEASE)
 
 
@@ -260,25 +269,74 @@ def test_spec_names_the_secrets_of_every_version() -> None:
     assert spec.secret_names == ["ca", "cache", "etcd", "root-admin"]
 
 
+OPERATORS_OWN = "the operator sets this flag; remove it"
+
+
 @pytest.mark.parametrize(
-    ("extra", "index", "flag"),
+    ("extra", "index", "flag", "advice"),
     [
-        (["--v=2", "--cache-kubeconfig=/x"], 1, "--cache-kubeconfig"),
-        (["--shard-name", "other"], 0, "--shard-name"),
-        (["--secure-port=7443"], 0, "--secure-port"),
-        (["--secure_port=1"], 0, "--secure-port"),
-        (["--v=2", "--root_directory=/"], 1, "--root-directory"),
-        (["--shard_name", "x"], 0, "--shard-name"),
+        (
+            ["--v=2", "--cache-kubeconfig=/x"],
+            1,
+            "--cache-kubeconfig",
+            "the operator renders it from spec.cache.kubeconfigSecretRef; set it there instead",
+        ),
+        (["--shard-name", "other"], 0, "--shard-name", OPERATORS_OWN),
+        (["--secure-port=7443"], 0, "--secure-port", OPERATORS_OWN),
+        (["--secure_port=1"], 0, "--secure-port", OPERATORS_OWN),
+        (["--v=2", "--root_directory=/"], 1, "--root-directory", OPERATORS_OWN),
+        (["--shard_name", "x"], 0, "--shard-name", OPERATORS_OWN),
     ],
 )
 def test_extra_args_may_not_override_rendered_flags(
-    extra: list[str], index: int, flag: str, root: Shard
+    extra: list[str], index: int, flag: str, advice: str, root: Shard
 ) -> None:
     shard = make(non_root_object(version="0.34.0", extraArgs=extra))
     with pytest.raises(SpecError) as refused:
         render_shard(shard, root, RELEASE)
-    assert refused.value.path == f"spec.extraArgs[{index}]"
-    assert refused.value.message.startswith(f"{flag} is rendered by the operator")
+    assert refused.value.path == "spec.extraArgs"
+    assert refused.value.message == f"[{index}] {flag}: {advice}"
+
+
+def test_every_flag_given_twice_is_named_with_what_to_do(root: Shard) -> None:
+    extra = ["--secure-port=1", "--v=2", f"{ROOT_FLAG}=/x", "--root-directory=/d"]
+    shard = make(non_root_object(version="0.32.3", extraArgs=extra))
+    with pytest.raises(SpecError) as refused:
+        render_shard(shard, root, RELEASE)
+    assert refused.value.message == (
+        f"[0] --secure-port: {OPERATORS_OWN}; "
+        f"[2] {ROOT_FLAG}: the operator renders it from spec.rootShardKubeconfigSecretRef; "
+        f"set it there instead; [3] --root-directory: {OPERATORS_OWN}"
+    )
+
+
+EVERY_FIELD: dict[str, Any] = {
+    "baseURL": "https://shard-1:6443",
+    "externalURL": "https://kcp.example:443",
+    "etcd": {"endpoints": ["https://e:2379"], "prefix": "/p", "tlsSecretRef": {"name": "etcd"}},
+    "tls": {
+        name: {"name": name}
+        for name in (
+            "servingCertSecretRef",
+            "clientCASecretRef",
+            "serviceAccountKeySecretRef",
+            "requestHeaderClientCASecretRef",
+            "shardClientCertSecretRef",
+            "rootCASecretRef",
+        )
+    },
+    "logicalClusterAdminKubeconfigSecretRef": {"name": "lca"},
+    "externalLogicalClusterAdminKubeconfigSecretRef": {"name": "elca"},
+}
+
+
+def test_every_rendered_flag_but_the_operators_own_names_its_spec_field(root: Shard) -> None:
+    rendered: set[str] = set()
+    for version in ("0.32.3", "0.34.0"):
+        shard = make(non_root_object(version=version, **EVERY_FIELD))
+        rendered |= {arg.split("=")[0] for arg in args_of(shard, root)}
+    assert rendered - set(SPEC_FIELDS) == {"--root-directory", "--secure-port", "--shard-name"}
+    assert set(SPEC_FIELDS) <= rendered
 
 
 def test_extra_args_may_set_flags_the_operator_does_not_render(root: Shard) -> None:

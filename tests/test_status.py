@@ -4,6 +4,7 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.health import Health
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -219,45 +220,67 @@ REPLICA_FAILURE: dict[str, Any] = {
 }
 
 
+DEADLINE: dict[str, Any] = {
+    "conditions": [
+        {"type": "Progressing", "reason": "ProgressDeadlineExceeded", "message": "too slow"}
+    ]
+}
+UNVERIFIED = Health(
+    None, "SecretNotFound", "admin Secret not found", [("SecretNotFound", "admin Secret not found")]
+)
+
+
 @pytest.mark.parametrize(
-    ("seen", "reason", "words", "phase"),
+    ("seen", "reason", "words"),
     [
         (
             Observation(deployment(), apply_errors=["Deployment root-kcp: 422 Invalid: bad"]),
             "ApplyFailed",
             "Deployment root-kcp: 422 Invalid: bad",
-            "Degraded",
         ),
         (
             Observation(deployment(), missing_secrets=["ca", "tls"]),
             "SecretNotFound",
             "not found: ca, tls",
-            "Ready",
         ),
         (
             Observation(deployment(availableReplicas=0), pods=[UNSCHEDULABLE, PULL_FAILS]),
             "PodsNotRunning",
             "pod root-kcp-1 cannot be scheduled: 0/3 nodes are available; "
             "pod root-kcp-2 container kcp: ImagePullBackOff: m",
-            "Progressing",
         ),
         (
             Observation(deployment(availableReplicas=0, **REPLICA_FAILURE)),
             "ReplicaFailure",
             "pods cannot be created: quota",
-            "Progressing",
+        ),
+        (
+            Observation(deployment(availableReplicas=0, **DEADLINE)),
+            "ProgressDeadlineExceeded",
+            "too slow",
+        ),
+        (
+            Observation(deployment(), storage_problems=[("StorageClassNotFound", "no class")]),
+            "StorageClassNotFound",
+            "no class",
+        ),
+        (Observation(deployment(), health=UNVERIFIED), "SecretNotFound", "admin Secret not found"),
+        (
+            Observation(None, waiting="root not rolled out", missing_secrets=["cache"]),
+            "SecretNotFound",
+            "not found: cache",
         ),
     ],
 )
-def test_problems_make_the_shard_degraded(
-    seen: Observation, reason: str, words: str, phase: str
+def test_every_problem_makes_the_shard_degraded_and_its_phase_says_so(
+    seen: Observation, reason: str, words: str
 ) -> None:
     status = shard_status(make(shard_object()), seen, NOW)
     degraded = condition(status, "Degraded")
     assert degraded is not None
     assert (degraded["status"], degraded["reason"]) == ("True", reason)
     assert words in degraded["message"]
-    assert status["phase"] == phase
+    assert status["phase"] == "Degraded"
     events = events_between(None, status)
     assert ("Warning", reason) in [(e.type, e.reason) for e in events]
 
@@ -291,3 +314,37 @@ def test_refused_downgrade_is_degraded_while_the_running_version_serves() -> Non
         ("Warning", "DowngradeRefused")
     ]
     assert events_between(refused, refused) == []
+
+
+@pytest.mark.parametrize(
+    ("reason", "kind"),
+    [("Unauthorized", "Warning"), ("Forbidden", "Warning"), ("OlderVersion", None)],
+)
+def test_a_refused_cleanup_is_a_warning_event(reason: str, kind: str | None) -> None:
+    cleaned = {"type": "IdentityCacheCleaned", "status": "False", "reason": reason, "message": "m"}
+    events = events_between(None, {"conditions": [cleaned]})
+    assert [(e.type, e.reason) for e in events] == ([(kind, reason)] if kind else [])
+
+
+def _progressing(status: str, reason: str, version: str = "0.34.0") -> JSON:
+    cond = {"type": "Progressing", "status": status, "reason": reason, "message": "m"}
+    return {"version": version, "conditions": [cond]}
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "reasons"),
+    [
+        (_progressing("True", "RollingOut"), _progressing("False", "Complete"), ["RolledOut"]),
+        (_progressing("False", "Complete"), _progressing("False", "Complete"), []),
+        (_progressing("True", "RollingOut"), _progressing("True", "RollingOut"), []),
+        (
+            _progressing("True", "RollingOut", "0.33.0"),
+            _progressing("False", "Complete"),
+            ["RolledOut"],
+        ),
+    ],
+)
+def test_a_finished_rollout_is_rolled_out_whether_or_not_the_version_changed(
+    before: JSON, after: JSON, reasons: list[str]
+) -> None:
+    assert [event.reason for event in events_between(before, after)] == reasons

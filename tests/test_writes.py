@@ -127,8 +127,10 @@ def test_an_object_gone_between_a_conflict_and_the_read_again_is_applied() -> No
     kube.fail("replace", "Service", conflict())
     del kube.objects[("Service", "ns", child["metadata"]["name"])]
     written, how = write_child(context(kube), child, live)
-    assert [op for op, _, _ in kube.calls] == ["apply", "apply", "replace", "get", "apply"]
-    assert how == "applied"
+    assert ([op for op, _, _ in kube.calls], how) == (
+        ["apply", "apply", "replace", "get", "apply"],
+        "applied",
+    )
     assert written["spec"] == child["spec"]
 
 

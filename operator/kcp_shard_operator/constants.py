@@ -7,6 +7,9 @@ SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 SHARD_KIND = "Shard"
 SHARD_PLURAL = "shards"
 FIELD_MANAGER = "kcp-shard-operator"
+NAMESPACE_TERMINATING = "because it is being terminated"
+"""What the API server says when it refuses to create an object in a namespace being deleted
+(to the operator's writes, and to the ReplicaSet controller's pods in a ReplicaFailure)."""
 
 DEFAULT_IMAGE_REPOSITORY = "ghcr.io/kcp-dev/kcp"
 

@@ -214,16 +214,28 @@ def test_secret_content_never_reaches_status_events_or_log(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:
     malformed = f"apiVersion: v1\nusers:\n- name: admin\n  user: {{token: {MARKER}: x}}\n"
-    password_url = json.dumps(
-        {
-            "clusters": [{"name": "c", "cluster": {"server": f"https://u:{MARKER}@127.0.0.1:1"}}],
-            "users": [{"name": "u", "user": {"token": MARKER}}],
-            "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-            "current-context": "x",
-        }
-    )
+
+    def kubeconfig(server: str, token: str) -> str:
+        return json.dumps(
+            {
+                "clusters": [{"name": "c", "cluster": {"server": server}}],
+                "users": [{"name": "u", "user": {"token": token}}],
+                "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+                "current-context": "x",
+            }
+        )
+
+    password_url = kubeconfig(f"https://u:{MARKER}@127.0.0.1:1", MARKER)
+    # Tokens that cannot form an HTTP header: refused before any request, never quoted.
+    newline = kubeconfig("https://127.0.0.1:1", f"{MARKER}\n")
+    header = kubeconfig("https://127.0.0.1:1", f"{MARKER}\r\nX-Injected: {MARKER}")
     secrets = []
-    for name, text in (("admin-malformed", malformed), ("admin-password", password_url)):
+    for name, text in (
+        ("admin-malformed", malformed),
+        ("admin-password", password_url),
+        ("admin-newline", newline),
+        ("admin-header", header),
+    ):
         secrets.append(
             {
                 "apiVersion": "v1",
@@ -245,8 +257,15 @@ def test_secret_content_never_reaches_status_events_or_log(
             "shard-1", "0.34.0", adminKubeconfigSecretRef={"name": "admin-malformed"}, **non_root
         ),
         shard("shard-2", "0.34.0", adminKubeconfigSecretRef={"name": "admin-password"}, **non_root),
+        shard("shard-3", "0.34.0", adminKubeconfigSecretRef={"name": "admin-newline"}, **non_root),
+        shard("shard-4", "0.34.0", adminKubeconfigSecretRef={"name": "admin-header"}, **non_root),
     )
-    for name, reason in (("shard-1", "Failed"), ("shard-2", "ShardUnreachable")):
+    for name, reason in (
+        ("shard-1", "Failed"),
+        ("shard-2", "ShardUnreachable"),
+        ("shard-3", "Failed"),
+        ("shard-4", "Failed"),
+    ):
 
         def reported(name: str = name, reason: str = reason) -> dict[str, Any] | None:
             cond = condition(get(kubectl, namespace, "shard", name), "IdentityCacheCleaned")
@@ -255,6 +274,9 @@ def test_secret_content_never_reaches_status_events_or_log(
         cond = wait_for(reported, 90, f"IdentityCacheCleaned {reason} on {name}")
         assert "Secret 'admin-" in cond["message"]
     assert "not valid YAML (line 4" in json.dumps(get(kubectl, namespace, "shard", "shard-1"))
+    for name in ("shard-3", "shard-4"):
+        cleaned = condition(get(kubectl, namespace, "shard", name), "IdentityCacheCleaned")
+        assert "cannot form an HTTP header: it holds a line break" in cleaned["message"]
     shown = kubectl("get", "shards", "-n", namespace, "-o", "json") + kubectl(
         "get", "events", "-n", namespace, "-o", "json"
     )

@@ -26,6 +26,24 @@ LOG_FORMATS = {
 }
 
 
+CHATTY_LOGGERS = {"urllib3": logging.INFO, "aiohttp.access": logging.WARNING}
+"""Loggers whose lines below these levels are for debugging only: urllib3's line per request
+(its warnings stay), aiohttp's access line per ``/healthz`` probe (every 20 s in a pod)."""
+
+
+def configure_logging(level: str, log_format: str) -> None:
+    """kopf's logging at ``level``; the libraries' request and probe lines only at debug."""
+    debug = level == "debug"
+    kopf.configure(
+        debug=debug,
+        verbose=level in ("debug", "info"),
+        quiet=level == "error",
+        log_format=LOG_FORMATS[log_format],
+    )
+    for name, quiet_below in CHATTY_LOGGERS.items():
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else quiet_below)
+
+
 def _env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name, "").strip().lower()
     if not value:
@@ -102,12 +120,7 @@ def run(args: argparse.Namespace) -> int:
         peering_lifetime=args.peering_lifetime,
         identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
     )
-    kopf.configure(
-        debug=args.log_level == "debug",
-        verbose=args.log_level in ("debug", "info"),
-        quiet=args.log_level == "error",
-        log_format=LOG_FORMATS[args.log_format],
-    )
+    configure_logging(args.log_level, args.log_format)
     logging.getLogger("kcp_shard_operator").info(
         "starting: deprecating kcp release %s, identity-cache cleanup %s",
         settings.deprecating_release,

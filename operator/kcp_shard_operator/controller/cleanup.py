@@ -37,13 +37,23 @@ def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditio
             "SecretNotFound",
             f"key {ref.key!r} of Secret {ref.name!r} (spec.adminKubeconfigSecretRef) not found",
         )
-    outcome = ctx.clean(kubeconfig)
-    logger.info("identity-cache cleanup of %s: %s", shard.key, outcome.result.value)
+    try:
+        outcome = ctx.clean(kubeconfig)
+    except Exception as err:
+        # A bug in the cleanup must not cost the pass its status write. Only the exception's
+        # type is shown: its text might quote what the kubeconfig holds.
+        outcome = identitycache.Outcome(
+            identitycache.Result.FAILED, f"the cleanup failed: {type(err).__name__}"
+        )
     if outcome.retry:
         delay = identitycache.retry_delay(failures + 1)
         ctx.cleanup_failures[shard.key] = (failures + 1, ctx.clock() + delay)
     else:
         ctx.cleanup_failures.pop(shard.key, None)
-    return identitycache.cleaned_condition(
+    cleaned = identitycache.cleaned_condition(
         outcome, f"kubeconfig in key {ref.key!r} of Secret {ref.name!r}"
     )
+    # Info, not warning: kopf would post every attempt's line as an Event too; the condition's
+    # change posts one already.
+    logger.info("identity-cache cleanup of %s: %s: %s", shard.key, cleaned.reason, cleaned.message)
+    return cleaned

@@ -86,6 +86,12 @@ class Context:
     probe: Callable[[ProbeTarget], Probe] = probe_shard
     """Ask kcp whether a shard is ready, still holds its data and is registered on its root."""
     probes: dict[str, Asked] = field(default_factory=dict)
+    rolled_out: dict[str, str] = field(default_factory=dict)
+    """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.
+    In memory only: after a restart, a rollout may be announced once more."""
+    terminating: dict[str, str] = field(default_factory=dict)
+    """Shards (by uid) whose namespace is being deleted, with the namespace: nothing more is
+    written for them, nor posted about them, until they are deleted too."""
     clock: Callable[[], float] = time.monotonic
 
     @contextmanager

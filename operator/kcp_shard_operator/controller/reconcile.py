@@ -18,11 +18,18 @@ from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
     Observation,
     change_event,
+    deployment_revision,
     invalid_status,
+    pods_refused_by_a_terminating_namespace,
     rollout_complete,
     shard_status,
 )
-from kcp_shard_operator.kube.client import PLURALS, APIError, error_message
+from kcp_shard_operator.kube.client import (
+    PLURALS,
+    APIError,
+    error_message,
+    namespace_terminating,
+)
 
 CHILD_KINDS = tuple(
     (api_version, kind, PLURALS[kind])
@@ -55,6 +62,14 @@ def _now() -> str:
     return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def _leave(ctx: Context, uid: str, namespace: str, logger: Logger) -> None:
+    """Stop writing for a Shard whose namespace is being deleted: its children go with it,
+    and neither a status nor an Event would tell anything (one line per namespace)."""
+    if namespace not in ctx.terminating.values():
+        logger.info("namespace %s is being deleted: no more writes or Events there", namespace)
+    ctx.terminating[uid] = namespace
+
+
 def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     """One level-triggered pass over a Shard: children first, then status.
 
@@ -70,7 +85,14 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
 
 def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     obj = read_shard(ctx, namespace, name)
-    if obj is None or obj["metadata"].get("deletionTimestamp"):
+    if obj is None:
+        return
+    uid = str(obj["metadata"].get("uid", ""))
+    if obj["metadata"].get("deletionTimestamp"):
+        ctx.terminating.pop(uid, None)
+        ctx.rolled_out.pop(uid, None)
+        return
+    if uid in ctx.terminating:
         return
     release = ctx.settings.deprecating_release
     generation = int(obj["metadata"].get("generation", 0))
@@ -99,6 +121,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         )
         write_status(ctx, obj, shard_status(shard, seen, _now()))
         return
+    if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
+        _leave(ctx, uid, namespace, logger)
+        return
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     decision = plan(shard, root, observed, release, revisions, classes)
     failures: list[str] = []
@@ -109,6 +134,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         try:
             written, how = write_child(ctx, child, live)
         except APIError as err:
+            if namespace_terminating(err):
+                _leave(ctx, uid, namespace, logger)
+                return
             failures.append(f"{child_ref}: {error_message(err)}")
             logger.warning("could not write %s: %s", child_ref, error_message(err))
             continue
@@ -147,4 +175,4 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
     if cleaned is not None:
         status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
-    write_status(ctx, obj, status)
+    write_status(ctx, obj, status, deployment_revision(deployment))

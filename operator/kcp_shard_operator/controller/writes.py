@@ -14,7 +14,7 @@ from kcp_shard_operator.core.planner import (
     foreign_fields,
     replacement,
 )
-from kcp_shard_operator.core.status import events_between
+from kcp_shard_operator.core.status import ROLLED_OUT, events_between
 from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"
@@ -102,12 +102,22 @@ def _fall_back(ctx: Context, child: JSON, live: JSON) -> tuple[JSON, str]:
     return ctx.kube.apply(child), "recreated"
 
 
-def write_status(ctx: Context, obj: JSON, status: JSON) -> None:
-    """Write ``status`` unless the Shard has it already; post the Events of the change."""
+def write_status(ctx: Context, obj: JSON, status: JSON, revision: str | None = None) -> None:
+    """Write ``status`` unless the Shard has it already; post the Events of the change.
+
+    ``revision`` is the Deployment's: ``RolledOut`` is posted once per revision, so a write
+    that leaves the pod template alone (the update strategy going back from ``Recreate``)
+    finishes no second rollout.
+    """
     before = obj.get("status")
     if before == status:
         return
     meta = obj["metadata"]
     ctx.store.put(SHARD_KIND, ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
+    uid = str(meta.get("uid", ""))
     for event in events_between(before, status):
+        if event.reason == ROLLED_OUT and revision is not None:
+            if ctx.rolled_out.get(uid) == revision:
+                continue
+            ctx.rolled_out[uid] = revision
         ctx.post(obj, event)

@@ -29,6 +29,7 @@ ROOT_SHARD_NAME = "root"
 NO_ADMIN_KUBECONFIG = "NoAdminKubeconfig"
 SHARD_UNREACHABLE = "ShardUnreachable"
 FORBIDDEN = "Forbidden"
+UNAUTHORIZED = "Unauthorized"
 UNEXPECTED_ANSWER = "UnexpectedAnswer"
 # What a check found.
 KCP_NOT_READY = "KcpNotReady"
@@ -120,10 +121,16 @@ class Health:
 
 
 def _refused(status: int, what: str) -> Failure | None:
-    if status in (401, 403):
+    if status == 401:
+        return Failure(
+            UNAUTHORIZED,
+            f"{what}: HTTP 401: the shard does not accept the admin kubeconfig's credentials; "
+            "check its token or client certificate (expired, revoked, or for another shard)",
+        )
+    if status == 403:
         return Failure(
             FORBIDDEN,
-            f"{what}: HTTP {status}: the admin kubeconfig's identity may not read it; it needs "
+            f"{what}: HTTP 403: the admin kubeconfig's identity may not read it; it needs "
             "group system:masters on that shard (context shard-base of its admin.kubeconfig)",
         )
     return None

@@ -65,6 +65,38 @@ REQUEST_HEADER_FLAGS = (
 )
 """The headers kcp's front-proxy sets on the requests it forwards."""
 
+SPEC_FIELDS = {
+    "--shard-base-url": "spec.baseURL",
+    "--shard-external-url": "spec.externalURL",
+    "--etcd-servers": "spec.etcd.endpoints",
+    "--etcd-prefix": "spec.etcd.prefix",
+    **dict.fromkeys(
+        ("--etcd-cafile", "--etcd-certfile", "--etcd-keyfile"), "spec.etcd.tlsSecretRef"
+    ),
+    **dict.fromkeys(("--tls-cert-file", "--tls-private-key-file"), "spec.tls.servingCertSecretRef"),
+    "--client-ca-file": "spec.tls.clientCASecretRef",
+    **dict.fromkeys(
+        ("--service-account-key-file", "--service-account-private-key-file"),
+        "spec.tls.serviceAccountKeySecretRef",
+    ),
+    **dict.fromkeys(
+        ("--requestheader-client-ca-file", *(flag.split("=")[0] for flag in REQUEST_HEADER_FLAGS)),
+        "spec.tls.requestHeaderClientCASecretRef",
+    ),
+    **dict.fromkeys(
+        ("--shard-client-cert-file", "--shard-client-key-file"), "spec.tls.shardClientCertSecretRef"
+    ),
+    "--root-ca-file": "spec.tls.rootCASecretRef",
+    "--logical-cluster-admin-kubeconfig": "spec.logicalClusterAdminKubeconfigSecretRef",
+    "--external-logical-cluster-admin-kubeconfig": (
+        "spec.externalLogicalClusterAdminKubeconfigSecretRef"
+    ),
+    CACHE_KUBECONFIG_FLAG: "spec.cache.kubeconfigSecretRef",
+    ROOT_SHARD_KUBECONFIG_FLAG: "spec.rootShardKubeconfigSecretRef",
+}
+"""The spec field each rendered flag comes from. The others (``--root-directory``,
+``--secure-port``, ``--shard-name``) are the operator's own: no field sets them."""
+
 
 def kcp_flags(
     shard: Shard, root_name: str | None, deprecating_release: Version, data: JSON
@@ -163,15 +195,23 @@ def kcp_flags(
 
 
 def _refuse_overrides(rendered: list[str], extra: list[str]) -> None:
-    """kcp would see both values of a flag given twice; say which spec field sets it.
+    """kcp would see both values of a flag given twice: name every such item of extraArgs,
+    and the spec field to set instead where there is one.
 
     Names are compared as kcp's parser compares them (``_`` equals ``-``).
     """
     owned = {flag_name(arg) for arg in rendered}
+    refused = []
     for index, arg in enumerate(extra):
         name = flag_name(arg)
-        if name in owned:
-            raise SpecError(
-                f"spec.extraArgs[{index}]",
-                f"{name} is rendered by the operator from the Shard's spec; set it there instead",
-            )
+        if name is None or name not in owned:
+            continue
+        where = SPEC_FIELDS.get(name)
+        advice = (
+            f"the operator renders it from {where}; set it there instead"
+            if where
+            else "the operator sets this flag; remove it"
+        )
+        refused.append(f"[{index}] {name}: {advice}")
+    if refused:
+        raise SpecError("spec.extraArgs", "; ".join(refused))

@@ -10,11 +10,14 @@ from typing import Any
 from kcp_shard_operator.constants import FIELD_MANAGER
 from kcp_shard_operator.core.claim import (
     Storage,
+    data_volume,
     pending_problem,
     refused_change,
     runs_on_empty_dir,
+    storage_of,
 )
 from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.kcpargs import kcp_flags
 from kcp_shard_operator.core.meta import HASH_ANNOTATION, child_name
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.quantity import quantity
@@ -24,6 +27,7 @@ from kcp_shard_operator.core.status import deployed_version
 from kcp_shard_operator.core.versions import Version, parse_or_none
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
+ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
 
 
 @dataclass(frozen=True)
@@ -88,14 +92,10 @@ def plan(
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
     ``storage_classes`` are the cluster's StorageClasses by name (None: not known)."""
-    if not shard.spec.is_root and root is None:
-        assert shard.spec.root_shard_ref is not None
-        return Plan(
-            error=f"root Shard {shard.spec.root_shard_ref.name!r} not found in {shard.namespace}",
-            error_reason="RootShardNotFound",
-        )
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
+    if not shard.spec.is_root and root is None:
+        return _without_root(shard, deprecating_release, secret_revisions, on_empty_dir)
     try:
         rendered = render_shard(
             shard, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
@@ -136,14 +136,42 @@ def plan(
     return replace(
         verdict,
         apply=drifted,
-        missing_secrets=[]
-        if secret_revisions is None
-        else [name for name in mounted if not secret_revisions.get(name)],
+        missing_secrets=_missing(mounted, secret_revisions),
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         dropped_args=[] if held_back else rendered.dropped_args,
         unused_refs=[] if held_back else rendered.unused_refs,
         storage=rendered.storage,
         storage_problems=storage_problems,
+    )
+
+
+def _missing(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
+    """The mounted Secrets that do not exist (none known without their revisions)."""
+    if secret_revisions is None:
+        return []
+    return [name for name in mounted if not secret_revisions.get(name)]
+
+
+def _without_root(
+    shard: Shard,
+    deprecating_release: Version,
+    secret_revisions: Mapping[str, str] | None,
+    on_empty_dir: bool,
+) -> Plan:
+    """A non-root shard whose root Shard is missing: nothing is applied, and what else is
+    wrong is told with it (the Secrets its pods would mount, a spec problem)."""
+    assert shard.spec.root_shard_ref is not None
+    root_name = shard.spec.root_shard_ref.name
+    missing_root = f"root Shard {root_name!r} not found in {shard.namespace}"
+    volume = data_volume(shard, storage_of(shard.spec, on_empty_dir))
+    try:
+        pod, _, _ = kcp_flags(shard, root_name, deprecating_release, volume)
+    except SpecError as err:
+        return Plan(error=f"{missing_root}; {err}", error_reason=ROOT_SHARD_NOT_FOUND)
+    return Plan(
+        error=missing_root,
+        error_reason=ROOT_SHARD_NOT_FOUND,
+        missing_secrets=_missing(secret_names({"volumes": pod.volumes}), secret_revisions),
     )
 
 
@@ -214,22 +242,34 @@ def _same_quantity(actual: Any, desired: JSON) -> bool:
 
 
 class Cause(Enum):
-    """Why a child is written: it is new, the rendering changed, or someone edited it."""
+    """Why a child is written: it is new, the rendering changed, someone edited it, or only
+    the update strategy follows the Shard's status (back from ``Recreate`` after a move to
+    another kcp minor: no change of the Shard's spec, no new pods)."""
 
     CREATED = "Created"
     SPEC_CHANGED = "SpecChanged"
     DRIFT = "Drift"
+    STRATEGY = "StrategyChanged"
 
 
 def cause_of(live: JSON | None, desired: JSON) -> Cause:
-    """Drift when the live child carries the hash of this very rendering, else a spec change."""
+    """Drift when the live child carries the hash of this very rendering; else a change of
+    the update strategy alone, or of the spec."""
     if live is None:
         return Cause.CREATED
     hashes = [
         (obj.get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
         for obj in (live, desired)
     ]
-    return Cause.DRIFT if hashes[0] == hashes[1] else Cause.SPEC_CHANGED
+    if hashes[0] == hashes[1]:
+        return Cause.DRIFT
+    spec = dict(desired.get("spec") or {})
+    if spec.pop("strategy", None) is None:
+        return Cause.SPEC_CHANGED
+    meta = desired["metadata"]
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HASH_ANNOTATION}
+    rest = {**desired, "metadata": {**meta, "annotations": annotations}, "spec": spec}
+    return Cause.STRATEGY if contains(live, rest) else Cause.SPEC_CHANGED
 
 
 TEMPLATE_ANNOTATIONS = ("f:spec", "f:template", "f:metadata", "f:annotations")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.constants import NAMESPACE_TERMINATING
 from kcp_shard_operator.core.claim import Storage, claim_name
 from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
@@ -17,6 +18,7 @@ DEGRADED = "Degraded"
 DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
 IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
 DATA_DURABLE = "DataDurable"
+ROLLED_OUT = "RolledOut"
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,26 @@ def _deadline_exceeded(deployment: JSON | None) -> str | None:
         if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
             return str(cond.get("message", "progress deadline exceeded"))
     return None
+
+
+DEPLOYMENT_REVISION = "deployment.kubernetes.io/revision"
+"""Set by the Deployment controller: a new one for every new pod template rolled out."""
+
+
+def deployment_revision(deployment: JSON | None) -> str | None:
+    """The revision the Deployment controller gave the Deployment's pod template, if any."""
+    annotations = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(DEPLOYMENT_REVISION)
+    return str(value) if value is not None else None
+
+
+def pods_refused_by_a_terminating_namespace(deployment: JSON | None) -> bool:
+    """The Deployment's ReplicaFailure says its namespace is being deleted: the pods are
+    refused because everything in it is going away, not because of the Shard."""
+    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
+        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+            return NAMESPACE_TERMINATING in str(cond.get("message", ""))
+    return False
 
 
 def _replica_failure(deployment: JSON | None) -> str | None:
@@ -198,8 +220,9 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if seen.error or seen.apply_errors or seen.storage_problems or (health and health.not_ready):
-        phase = "Degraded"
+    if degraded.status:
+        # A Shard that cannot work says so in `kubectl get shards`, whatever the reason.
+        phase = DEGRADED
     elif seen.waiting:
         phase = "WaitingForRootShard"
     elif complete and running == shard.spec.version:
@@ -300,13 +323,30 @@ class Event:
     message: str
 
 
+REFUSED_OR_UNREACHABLE = ("ShardUnreachable", "Forbidden", "Unauthorized")
+"""Reasons of a failed identity-cache cleanup that a human should hear about (Warning)."""
+
+
+def _rollout_finished(before: JSON | None, after: JSON) -> bool:
+    """``Progressing`` went from ``RollingOut`` to ``Complete``: a rollout of the same kcp
+    version (``extraArgs``, resources, a rotated Secret) finished."""
+    old = condition(before, PROGRESSING) or {}
+    new = condition(after, PROGRESSING) or {}
+    return (old.get("status"), old.get("reason")) == ("True", "RollingOut") and (
+        new.get("status"),
+        new.get("reason"),
+    ) == ("False", "Complete")
+
+
 def events_between(before: JSON | None, after: JSON) -> list[Event]:
     """Events a human should see for the change from ``before`` to ``after``."""
     events: list[Event] = []
     old_version = (before or {}).get("version")
-    if after.get("version") and after.get("version") != old_version:
+    if after.get("version") and (
+        after.get("version") != old_version or _rollout_finished(before, after)
+    ):
         events.append(
-            Event("Normal", "RolledOut", f"kcp {after['version']} is rolled out on every replica")
+            Event("Normal", ROLLED_OUT, f"kcp {after['version']} is rolled out on every replica")
         )
     for type_, event_type in (
         (PROGRESSING, "Normal"),
@@ -323,8 +363,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             continue
         interesting = new["status"] == "True" or new["reason"] in (
             "WaitingForRootShard",
-            "ShardUnreachable",
-            "Forbidden",
+            *REFUSED_OR_UNREACHABLE,
         )
         if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
             # A rollout starts with the write that posts ``Configured`` (none on creation).
@@ -333,7 +372,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
             # A claim binding is no news; data that will not survive a restart is.
             interesting = new["reason"] in ("Ephemeral", "EmptyDirKept")
         if interesting:
-            kind = "Warning" if new["reason"] in ("ShardUnreachable", "Forbidden") else event_type
+            kind = "Warning" if new["reason"] in REFUSED_OR_UNREACHABLE else event_type
             events.append(Event(kind, new["reason"], new["message"]))
     return events
 

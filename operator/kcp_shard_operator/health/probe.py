@@ -9,7 +9,6 @@ status codes and socket or TLS errors only, never a credential.
 
 from __future__ import annotations
 
-import http.client
 import ssl
 
 from kcp_shard_operator.core.health import (
@@ -22,7 +21,7 @@ from kcp_shard_operator.core.health import (
     interpret_readyz,
     interpret_registration,
 )
-from kcp_shard_operator.identitycache.client import ShardClient, unreachable_reason
+from kcp_shard_operator.identitycache.client import NO_ANSWER, ShardClient, unreachable_reason
 from kcp_shard_operator.identitycache.policy import (
     ROOT_CLUSTER,
     SYSTEM_SHARD_CLUSTER,
@@ -35,9 +34,6 @@ from kcp_shard_operator.kube.kubeconfig import KubeconfigError
 PROBE_TIMEOUT = 5.0
 """Seconds per request: a pass asks at most three questions while it holds the Shard's lock."""
 INVALID_KUBECONFIG = "InvalidKubeconfig"
-NO_ANSWER = (OSError, ssl.SSLError, http.client.HTTPException, ValueError)
-"""What a request raises without an answer: socket and TLS errors, a peer that does not speak
-HTTP (``BadStatusLine``), a URL urllib refuses late (``InvalidURL``, a ``ValueError``)."""
 
 
 class _NoAnswerError(Exception):
@@ -74,8 +70,9 @@ def _client(kubeconfig: bytes, timeout: float, whose: str) -> ShardClient:
 
 def _unreachable(client: ShardClient, err: BaseException) -> _NoAnswerError:
     server = client.target.server
-    why = unreachable_reason(err) if isinstance(err, OSError) else type(err).__name__
-    return _NoAnswerError(Failure(SHARD_UNREACHABLE, f"cannot reach {server}: {why}"))
+    return _NoAnswerError(
+        Failure(SHARD_UNREACHABLE, f"cannot reach {server}: {unreachable_reason(err)}")
+    )
 
 
 def _text(client: ShardClient, url: str) -> tuple[int, str]:

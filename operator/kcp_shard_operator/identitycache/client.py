@@ -9,6 +9,7 @@ status codes and the server's error text only.
 
 from __future__ import annotations
 
+import http.client
 import json
 import ssl
 import urllib.error
@@ -31,10 +32,14 @@ from kcp_shard_operator.identitycache.policy import (
     would_delete,
 )
 from kcp_shard_operator.identitycache.target import load_target
-from kcp_shard_operator.kube.kubeconfig import Endpoint, KubeconfigError
+from kcp_shard_operator.kube.kubeconfig import Endpoint, KubeconfigError, bearer_token
 from kcp_shard_operator.kube.tls import ssl_context
 
 DEFAULT_TIMEOUT = 10.0
+NO_ANSWER = (OSError, ssl.SSLError, http.client.HTTPException, ValueError)
+"""What a request raises without an answer: socket and TLS errors, a peer that does not speak
+HTTP (``BadStatusLine``), a URL or header urllib refuses late (``InvalidURL``, a
+``ValueError`` whose text quotes the header: see :func:`unreachable_reason`)."""
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
 """Answers read at most this far: one object or a health report, never a listing."""
 
@@ -58,7 +63,8 @@ class ShardClient:
         )
         token = target.token
         if not token and target.token_file:
-            token = Path(target.token_file).read_text().strip()
+            text = Path(target.token_file).read_text().strip()
+            token = bearer_token(text, f"the token in {target.token_file}")
         self._headers = {"Accept": "application/json", "User-Agent": "kcp-shard-operator"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
@@ -91,12 +97,17 @@ def _json(raw: bytes) -> dict[str, Any] | None:
 
 
 def unreachable_reason(err: BaseException) -> str:
-    """Why a request did not get an answer: the socket or TLS error, no request content."""
+    """Why a request did not get an answer: the socket or TLS error, no request content.
+
+    Only an ``OSError``'s text is shown; any other error's may quote the request (a header).
+    """
     if isinstance(err, urllib.error.URLError) and not isinstance(err, urllib.error.HTTPError):
         return str(err.reason)
     if isinstance(err, TimeoutError):
         return "timed out"
-    return f"{type(err).__name__}: {err}"
+    if isinstance(err, OSError):
+        return f"{type(err).__name__}: {err}"
+    return type(err).__name__
 
 
 def clean(client: ShardClient, *, dry_run: bool = False, refuse_root: bool = True) -> Outcome:
@@ -114,7 +125,7 @@ def clean(client: ShardClient, *, dry_run: bool = False, refuse_root: bool = Tru
         if dry_run:
             return would_delete(base, found)
         return interpret_delete(base, found, client.request("DELETE", url, delete_options(found)))
-    except (OSError, ssl.SSLError) as err:
+    except NO_ANSWER as err:
         return unreachable(base, unreachable_reason(err))
 
 

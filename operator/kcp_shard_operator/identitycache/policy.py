@@ -128,6 +128,7 @@ class Result(Enum):
     WOULD_DELETE = "WouldDelete"
     SHARD_UNREACHABLE = "ShardUnreachable"
     FORBIDDEN = "Forbidden"
+    UNAUTHORIZED = "Unauthorized"
     ROOT_SHARD = "RootShard"
     CONFLICT = "Conflict"
     FAILED = "Failed"
@@ -212,8 +213,19 @@ def _no_evidence(base: str, what: str, response: Response) -> Outcome:
     )
 
 
+def unauthorized(base: str, response: Response) -> Outcome:
+    return Outcome(
+        Result.UNAUTHORIZED,
+        f"{base} does not accept the kubeconfig's credentials ({response.status}: "
+        f"{_server_message(response)}); check its token or client certificate (expired, "
+        "revoked, or for another shard)",
+    )
+
+
 def _unexpected(base: str, what: str, response: Response) -> Outcome:
-    if response.status in (401, 403):
+    if response.status == 401:
+        return unauthorized(base, response)
+    if response.status == 403:
         return forbidden(base, response)
     return Outcome(
         Result.FAILED, f"{what} on {base}: HTTP {response.status}: {_server_message(response)}"

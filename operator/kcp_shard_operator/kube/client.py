@@ -15,6 +15,7 @@ import urllib3
 
 from kcp_shard_operator.constants import (
     FIELD_MANAGER,
+    NAMESPACE_TERMINATING,
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -54,6 +55,14 @@ def error_message(err: BaseException) -> str:
         suffix = f": {err.message}" if err.message else ""
         return f"{err.status} {err.reason}{suffix}"
     return f"API server unreachable: {type(err).__name__}"
+
+
+def namespace_terminating(err: BaseException) -> bool:
+    """Whether ``err`` is the API server refusing a creation because the namespace is being
+    deleted (403, reason NamespaceTerminating): no failure of the operator's."""
+    return (
+        isinstance(err, RefusedError) and err.status == 403 and NAMESPACE_TERMINATING in err.message
+    )
 
 
 def path_of(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:

@@ -17,6 +17,7 @@ from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.kube.kubeconfig import (
     Endpoint,
     KubeconfigError,
+    bearer_token,
     endpoint_from_kubeconfig,
     merge,
 )
@@ -41,7 +42,11 @@ class TokenSource:
     def token(self) -> str | None:
         path = self._endpoint.token_file
         if path and time.monotonic() - self._read_at > TOKEN_REREAD_SECONDS:
-            self._token = Path(path).read_text().strip() or None
+            try:
+                token = bearer_token(Path(path).read_text().strip(), f"token file {path}")
+            except KubeconfigError as err:
+                raise CredentialsError(str(err)) from None
+            self._token = token or None
             self._read_at = time.monotonic()
         return self._token
 

@@ -50,6 +50,23 @@ class Endpoint:
         return f"Endpoint(server={self.server!r}, context={self.context!r})"
 
 
+def bearer_token(token: object, what: str) -> str:
+    """``token`` if it can stand in an ``Authorization: Bearer`` header, else a
+    :class:`KubeconfigError` that says why (without quoting it).
+
+    A line break would end the header (and could start another one); control and non-ASCII
+    characters are refused by HTTP clients with an error that quotes the whole header.
+    """
+    value = str(token)
+    if "\n" in value or "\r" in value:
+        problem = "a line break"
+    elif not all(char == "\t" or " " <= char <= "~" for char in value):
+        problem = "a control or non-ASCII character"
+    else:
+        return value
+    raise KubeconfigError(f"{what} cannot form an HTTP header: it holds {problem}")
+
+
 def server_url(server: str) -> str:
     """``server`` without user info, query or trailing slash; refused unless http(s)."""
     parts = urlsplit(server.strip())
@@ -167,6 +184,7 @@ def endpoint_from_kubeconfig(
         value = source.get(key)
         return resolve_path(value, base_dir) if value else None
 
+    token = user.get("token")
     endpoint = Endpoint(
         server=server_url(str(cluster["server"])),
         context=name,
@@ -178,7 +196,7 @@ def endpoint_from_kubeconfig(
         client_key_pem=data("client-key"),
         client_cert_file=file("client-certificate", user),
         client_key_file=file("client-key", user),
-        token=user.get("token") or None,
+        token=bearer_token(token, f"context {name!r}: the user's token") if token else None,
         token_file=file("tokenFile", user),
     )
     has_cert = bool(endpoint.client_cert_pem or endpoint.client_cert_file)
