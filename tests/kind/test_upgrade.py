@@ -15,7 +15,12 @@ and APIBindings as apis.kcp.io/v1alpha2, and a v0.27.1 pod on that etcd never be
 (its CRD update is refused). The operator refuses it: both shards keep serving v0.28.0 with
 ``DowngradeRefused``, no v0.27.1 pod starts, and the spec set back to v0.28.0 is Ready again.
 
-Both versions still need ``--root-shard-kubeconfig-file``, so the flag stays on the non-root
+Then, on the external etcd: both serving certificates rotated, ``kubectl rollout restart``,
+and the last hop to the newest kcp that builds here (``KCP_NEXT_VERSION``, v0.30.0). The
+workspaces and objects of :mod:`testkit.kcpdata` on both shards are read again after every
+step (``bench/results/durability.json``, ``external-etcd``).
+
+Every version still needs ``--root-shard-kubeconfig-file``, so the flag stays on the non-root
 shard throughout: no kcp release that ignores it can be built here (see README, Known
 limitations), and dropping it from a kcp that needs it would break the shard.
 """
@@ -34,7 +39,7 @@ import yaml
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, create_namespace
 from testkit.operator_process import RESYNC_WINDOW
-from testkit.tools import log
+from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki
 
@@ -72,6 +77,8 @@ from .timeline import (
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 OLD, NEW = "0.27.1", "0.28.0"
+NEXT = pinned_version("KCP_NEXT_VERSION").removeprefix("v")
+"""The newest kcp that builds here: the last hop, from NEW across the minors between."""
 ROLL_TIMEOUT = 900
 REFUSAL_WATCH = RESYNC_WINDOW
 """Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
@@ -115,6 +122,7 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
 @pytest.fixture
 def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
+    assert load_kcp_image(kind_cluster, "kcp-next", "KCP_NEXT_VERSION") == NEXT
     namespace = create_namespace(kind_cluster, "kcp-upgrade")
     yield namespace
     kind_cluster.kubectl(
@@ -225,6 +233,15 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         for shard in SHARDS:
             wait_replaced(kind_cluster, ns, shard, old[shard], REPLICAS, ROLL_TIMEOUT)
         steps.check("kubectl rollout restart", time.monotonic() - started)
+
+        started = time.monotonic()
+        next_from = len(timeline.samples)
+        bump(kind_cluster, ns, SHARDS, NEXT)
+        timeline.mark(f"both Shards bumped to {NEXT}, the newest kcp that builds here")
+        wait_version(kind_cluster, ns, SHARDS, NEXT, ROLL_TIMEOUT)
+        timeline.mark(f"both Ready at {NEXT}")
+        steps.check(f"the upgrade to {NEXT}", time.monotonic() - started)
+        to_next = timeline.samples[next_from:]
     except BaseException:
         timeline.stop()
         stack.close()
@@ -245,6 +262,9 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
     for shard in SHARDS:
         log(f"{shard}: longest /readyz failure {longest_outage(upgrade, shard):.0f}s")
     assert_rollout(upgrade, NEW, restart_bound=restart)
+    for shard in SHARDS:
+        log(f"{shard}: longest /readyz failure to {NEXT} {longest_outage(to_next, shard):.0f}s")
+    assert_invariants(to_next, NEXT)
     assert after, "no samples after the bump down"
     for sample in after:
         for shard in SHARDS:
