@@ -29,6 +29,24 @@ def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
 
 
+def placeholder_secrets(kubectl: Kubectl, ns: str, *names: str) -> None:
+    """Secrets a Shard mounts whose content nothing reads here (kwok runs no kcp): a Shard with
+    a missing Secret is ``Degraded``, never Ready."""
+    apply(
+        kubectl,
+        ns,
+        *(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "metadata": {"name": name},
+                "stringData": {"kubeconfig": "placeholder"},
+            }
+            for name in names
+        ),
+    )
+
+
 def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
     result: dict[str, Any] = json.loads(kubectl("get", "-n", ns, kind, name, "-o", "json"))
     return result

@@ -192,7 +192,8 @@ def test_namespaced_install_cannot_touch_other_namespaces(
         with pytest.raises(KubectlError, match=r"(?s)Forbidden|forbidden"):
             as_sa.kubectl("get", "shards", "-n", other_namespace)
 
-        root = (SAMPLES / "20-root-shard.yaml").read_text().replace("kcp-samples", "{ns}")
+        samples = [(SAMPLES / f).read_text() for f in ("10-secrets.yaml", "20-root-shard.yaml")]
+        root = "\n---\n".join(samples).replace("kcp-samples", "{ns}")
         for ns in (watched, other_namespace):
             kubectl("apply", "-f", "-", stdin=root.replace("{ns}", ns))
         # Told to watch both, the operator reconciles only where its Role lets it.

@@ -25,6 +25,7 @@ from .shards import (
     get,
     kcp_container,
     patch_spec,
+    placeholder_secrets,
     shard,
     wait_ready,
     wait_settled,
@@ -34,6 +35,15 @@ pytestmark = pytest.mark.e2e
 ROOT_FLAG = "--root-shard-kubeconfig-file"
 HASH = "kcpshard.dev/config-hash"
 GOLDEN = Path(__file__).parent.parent / "golden" / "migrate"
+
+
+NON_ROOT_SECRETS = ("cache-kubeconfig", "root-admin-kubeconfig")
+
+
+@pytest.fixture(autouse=True)
+def non_root_secrets(kubectl: Kubectl, namespace: str) -> None:
+    """The Secrets :func:`non_root` names."""
+    placeholder_secrets(kubectl, namespace, *NON_ROOT_SECRETS)
 
 
 def non_root(name: str, version: str, **spec: Any) -> dict[str, Any]:
