@@ -118,6 +118,16 @@ def secret(name: str, data: dict[str, str], type_: str = "Opaque") -> dict[str, 
     }
 
 
+def serving_secret(pki: Pki, shard: str, namespace: str) -> dict[str, Any]:
+    """``<shard>-serving-cert``: a new serving key and certificate for the shard's Service."""
+    crt, key = pki.serving(f"{shard}-kcp", namespace)
+    return secret(
+        f"{shard}-serving-cert",
+        {"tls.crt": crt.read_text(), "tls.key": key.read_text()},
+        "kubernetes.io/tls",
+    )
+
+
 def shard_secrets(pki: Pki, namespace: str, root: str, shards: list[str]) -> list[dict[str, Any]]:
     """Every Secret a root shard ``root`` and non-root ``shards`` (Shard names) mount.
 
@@ -130,14 +140,7 @@ def shard_secrets(pki: Pki, namespace: str, root: str, shards: list[str]) -> lis
     objs = [secret(CLIENT_CA_SECRET, {"ca.crt": pki.ca.read_text()})]
     root_url = f"https://{root}-kcp.{namespace}.svc:6443"
     for name in [root, *shards]:
-        crt, key = pki.serving(f"{name}-kcp", namespace)
-        objs.append(
-            secret(
-                f"{name}-serving-cert",
-                {"tls.crt": crt.read_text(), "tls.key": key.read_text()},
-                "kubernetes.io/tls",
-            )
-        )
+        objs.append(serving_secret(pki, name, namespace))
         url = f"https://{name}-kcp.{namespace}.svc:6443"
         objs.append(
             secret(

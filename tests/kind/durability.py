@@ -24,7 +24,7 @@ from testkit.kube import Cluster
 from testkit.process import free_port
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
-from tests.e2e.pki import Pki, secret
+from tests.e2e.pki import Pki, serving_secret
 
 from .kind import KCP_PORT, OPERATOR_NAMESPACE, pod_ready, pods, shard_object
 
@@ -131,16 +131,7 @@ def rotate_serving_certs(
     cluster: Cluster, namespace: str, pki: Pki, shards: tuple[str, ...]
 ) -> None:
     """A new serving key and certificate (same CA) in each shard's ``<name>-serving-cert``."""
-    objs = []
-    for name in shards:
-        crt, key = pki.serving(f"{name}-kcp", namespace)
-        objs.append(
-            secret(
-                f"{name}-serving-cert",
-                {"tls.crt": crt.read_text(), "tls.key": key.read_text()},
-                "kubernetes.io/tls",
-            )
-        )
+    objs = [serving_secret(pki, name, namespace) for name in shards]
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(objs))
 
 

@@ -30,6 +30,10 @@ from tests.e2e.pki import (
 RELEASE = "kcp-shard-operator"
 OPERATOR_NAMESPACE = "kcp-shard-operator"
 KCP_PORT = 6443
+OLD = pinned_version("KCP_VERSION").removeprefix("v")
+"""The kcp the kind tests start on (hack/versions.env)."""
+NEW = pinned_version("KCP_UPGRADE_VERSION").removeprefix("v")
+"""The next minor release they upgrade to."""
 
 
 def image_names() -> list[str]:
@@ -174,6 +178,20 @@ def wait_refused(cluster: Cluster, namespace: str, shards: tuple[str, ...], time
         )
 
     wait_for(done, timeout, f"{', '.join(shards)} reporting DowngradeRefused", interval=2)
+
+
+def wait_degraded_cleared(
+    cluster: Cluster, namespace: str, shards: tuple[str, ...], timeout: float
+) -> None:
+    """Every Shard of ``shards`` reporting ``Degraded=False``."""
+
+    def done() -> bool:
+        return all(
+            condition_of(cluster, namespace, shard, "Degraded").get("status") == "False"
+            for shard in shards
+        )
+
+    wait_for(done, timeout, f"Degraded cleared on {', '.join(shards)}", interval=2)
 
 
 def bump(cluster: Cluster, namespace: str, shards: tuple[str, ...], version: str) -> None:

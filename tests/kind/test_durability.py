@@ -23,7 +23,6 @@ import yaml
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, create_namespace, delete_namespace
 from testkit.tools import log
-from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
 from .durability import (
@@ -35,18 +34,20 @@ from .durability import (
     wait_replaced,
 )
 from .kind import (
+    NEW,
+    OLD,
     bump,
     condition_of,
     describe_failure,
     load_kcp_image,
     shard_spec,
+    wait_degraded_cleared,
     wait_refused,
     wait_version,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
-OLD, NEW = "0.27.1", "0.28.0"
 SHARDS = ("root", "shard-1")
 ROLL_TIMEOUT = 600
 
@@ -121,15 +122,7 @@ def test_embedded_etcd_on_its_claim_keeps_every_object(
             steps.check(f"the refused downgrade to {OLD}", time.monotonic() - started)
             bump(kind_cluster, ns, SHARDS, NEW)
             wait_version(kind_cluster, ns, SHARDS, NEW, 120)
-            wait_for(
-                lambda: all(
-                    condition_of(kind_cluster, ns, s, "Degraded").get("status") == "False"
-                    for s in SHARDS
-                ),
-                120,
-                "Degraded cleared on both Shards",
-                interval=2,
-            )
+            wait_degraded_cleared(kind_cluster, ns, SHARDS, 120)
         log(f"durability figures (embedded etcd): {steps.figures}")
     except BaseException:
         print(describe_failure(kind_cluster, ns))

@@ -52,12 +52,15 @@ from .durability import (
     wait_replaced,
 )
 from .kind import (
+    NEW,
+    OLD,
     OPERATOR_NAMESPACE,
     bump,
     condition_of,
     describe_failure,
     load_kcp_image,
     shards_on_etcd_pod,
+    wait_degraded_cleared,
     wait_refused,
     wait_version,
 )
@@ -76,7 +79,6 @@ from .timeline import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
-OLD, NEW = "0.27.1", "0.28.0"
 NEXT = pinned_version("KCP_NEXT_VERSION").removeprefix("v")
 """The newest kcp that builds here: the last hop, from NEW across the minors between."""
 ROLL_TIMEOUT = 900
@@ -205,15 +207,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"spec set back to {NEW}")
         wait_version(kind_cluster, ns, SHARDS, NEW, 120)
-        wait_for(
-            lambda: all(
-                condition_of(kind_cluster, ns, s, "Degraded").get("status") == "False"
-                for s in SHARDS
-            ),
-            120,
-            "Degraded cleared on both Shards",
-            interval=2,
-        )
+        wait_degraded_cleared(kind_cluster, ns, SHARDS, 120)
         timeline.mark(f"both Ready at {NEW} again, Degraded cleared")
         time.sleep(4)
         after = timeline.samples[refusal_from:]
