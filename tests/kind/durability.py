@@ -5,6 +5,7 @@ each check, written to ``bench/results/<name>.json``."""
 
 from __future__ import annotations
 
+import base64
 import json
 import socket
 import subprocess
@@ -82,15 +83,32 @@ class Forward:
             self._close()
 
 
+def pki_kubeconfig(pki: Pki, folder: Path) -> Path:
+    """A kubeconfig file of ``pki``'s admin (its server is replaced by each forward)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "admin.kubeconfig"
+    path.write_text(yaml.safe_dump(pki.kubeconfig("https://127.0.0.1", "admin")))
+    return path
+
+
+def secret_kubeconfig(cluster: Cluster, namespace: str, secret: str, folder: Path) -> Path:
+    """The ``kubeconfig`` key of the Secret ``secret``, written to a file in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    encoded = cluster.kubectl(
+        "get", "secret", secret, "-n", namespace, "-o", "jsonpath={.data.kubeconfig}"
+    )
+    path = folder / f"{secret}.kubeconfig"
+    path.write_bytes(base64.b64decode(encoded))
+    path.chmod(0o600)
+    return path
+
+
 @contextmanager
 def shard_apis(
-    cluster: Cluster, namespace: str, pki: Pki, names: tuple[str, ...], folder: Path
+    cluster: Cluster, namespace: str, kubeconfig: Path, names: tuple[str, ...]
 ) -> Iterator[dict[str, ShardAPI]]:
     """A :class:`ShardAPI` per Shard of ``names`` (the kcp shard names are the Shard names),
-    as the admin of ``pki``, each through its own :class:`Forward`."""
-    folder.mkdir(parents=True, exist_ok=True)
-    kubeconfig = folder / "admin.kubeconfig"
-    kubeconfig.write_text(yaml.safe_dump(pki.kubeconfig("https://127.0.0.1", "admin")))
+    with the credentials of ``kubeconfig``, each through its own :class:`Forward`."""
     forwards = {name: Forward(cluster, namespace, f"{name}-kcp") for name in names}
     try:
         yield {

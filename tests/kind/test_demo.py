@@ -2,9 +2,11 @@
 
 The demo creates the cluster, builds and loads the images, installs the chart watching the
 demo's namespace only (``watchNamespaces``), and applies a root and a non-root Shard; both
-must be Ready from real kcp pods on the kind node. A Shard in a namespace the release does not
-serve has no status at all, unlike the served ones, and the fix the chart's NOTES give
-(adding the namespace to ``watchNamespaces``) makes the operator take it up.
+must be Ready from real kcp pods on the kind node, and a workspace on each shard, with objects
+inside, created with the demo's admin kubeconfig Secret, is there when read again. A Shard in a
+namespace the release does not serve has no status at all, unlike the served ones, and the fix
+the chart's NOTES give (adding the namespace to ``watchNamespaces``) makes the operator take it
+up.
 """
 
 from __future__ import annotations
@@ -20,12 +22,14 @@ from typing import Any
 
 import pytest
 
+from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, delete_shards
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
 from tests.e2e.capture import uncaptured
 
+from .durability import secret_kubeconfig, shard_apis
 from .kind import (
     OPERATOR_NAMESPACE,
     RELEASE,
@@ -88,7 +92,7 @@ def can_i(cluster: Cluster, verb: str, resource: str, namespace: str) -> bool:
     return proc.stdout.strip() == "yes"
 
 
-def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster) -> None:
+def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: Path) -> None:
     ns = DEMO_NAMESPACE
     repository, tag = kcp_image()
     try:
@@ -101,6 +105,12 @@ def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster) -> None:
             assert pod_ready(running[0])
             assert running[0]["spec"]["containers"][0]["image"] == f"{repository}:{tag}"
             assert readyz_via_service(demo, ns, name) == "ok"
+        # A user's workspaces land on both shards of the demo and stay, as the demo's admin
+        # kubeconfig Secret sees them.
+        kubeconfig = secret_kubeconfig(demo, ns, "root-admin-kubeconfig", tmp_path)
+        with shard_apis(demo, ns, kubeconfig, ("root", "shard-1")) as apis:
+            data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="demo")
+            data.assert_intact(apis, "in the demo")
     except BaseException:
         print(describe_failure(demo, ns))
         raise

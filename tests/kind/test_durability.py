@@ -27,6 +27,7 @@ from tests.e2e.pki import Pki, shard_secrets
 
 from .durability import (
     DataSteps,
+    pki_kubeconfig,
     pod_names,
     restart_operator,
     rotate_serving_certs,
@@ -92,7 +93,7 @@ def test_embedded_etcd_on_its_claim_keeps_every_object(
         for shard in SHARDS:
             durable = condition_of(kind_cluster, ns, shard, "DataDurable")
             assert (durable.get("status"), durable.get("reason")) == ("True", "ClaimBound")
-        with shard_apis(kind_cluster, ns, pki, SHARDS, tmp_path / "apis") as apis:
+        with shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), SHARDS) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="durable")
             steps = DataSteps(data, apis, "durability", "embedded-etcd")
 

@@ -25,7 +25,7 @@ from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki
 
-from .durability import RESULTS, DataSteps, shard_apis
+from .durability import RESULTS, DataSteps, pki_kubeconfig, shard_apis
 from .kind import bump, describe_failure, load_kcp_image, shards_on_etcd_pod, wait_version
 from .timeline import FLAG, REPLICAS, SHARDS, ReadyzProbe, Timeline, converged
 
@@ -58,7 +58,7 @@ def test_patch_upgrade_and_rollback_never_fail_readyz(
     figures: dict[str, object] = {"from": base, "to": patch, "replicas": REPLICAS}
     try:
         wait_version(kind_cluster, ns, SHARDS, base, ROLL_TIMEOUT)
-        with shard_apis(kind_cluster, ns, pki, SHARDS, tmp_path / "apis") as apis:
+        with shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), SHARDS) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="patch")
             steps = DataSteps(data, apis, "patch-upgrade-data", "external-etcd")
             timeline.start()

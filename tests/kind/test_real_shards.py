@@ -24,7 +24,7 @@ from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
-from .durability import pod_names, shard_apis, wait_replaced
+from .durability import pki_kubeconfig, pod_names, shard_apis, wait_replaced
 from .kind import (
     describe_failure,
     image_names,
@@ -107,7 +107,7 @@ def test_root_and_non_root_shard_run_from_the_operators_deployments(
 
         # The data survives the pods: both shards keep embedded etcd on their claims.
         shards = ("root", "shard-1")
-        with shard_apis(kind_cluster, ns, pki, shards, tmp_path / "apis") as apis:
+        with shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), shards) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="real")
             restarted = time.monotonic()
             old = {shard: pod_names(kind_cluster, ns, shard) for shard in shards}

@@ -46,6 +46,7 @@ from tests.e2e.pki import Pki
 from .durability import (
     OPERATOR_SELECTOR,
     DataSteps,
+    pki_kubeconfig,
     pod_names,
     rotate_serving_certs,
     shard_apis,
@@ -154,7 +155,9 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         timeline.mark(f"applied root and shard-1 at kcp {OLD}, {REPLICAS} replicas each")
         wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
         timeline.mark(f"both Ready at {OLD}")
-        apis = stack.enter_context(shard_apis(kind_cluster, ns, pki, SHARDS, tmp_path / "apis"))
+        apis = stack.enter_context(
+            shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), SHARDS)
+        )
         data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="upgrade")
         steps = DataSteps(data, apis, "durability", "external-etcd")
         timeline.mark(f"data created: {len(data.records)} objects on both shards")
