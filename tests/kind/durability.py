@@ -1,5 +1,5 @@
-"""The data checks of the kind tests: each shard reached through a ``kubectl port-forward`` to
-its Service (started again when the forwarded pod is gone), the steps that replace pods (a
+"""The data checks of the kind tests: each shard reached through a :class:`kind.Forward` to its
+Service (started again when the forwarded pod is gone), the steps that replace pods (a
 Secret rotation, ``kubectl rollout restart``, the operator pod killed), and the figures of
 each check, written to ``bench/results/<name>.json``."""
 
@@ -7,11 +7,8 @@ from __future__ import annotations
 
 import base64
 import json
-import socket
-import subprocess
-import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,65 +19,14 @@ import yaml
 from testkit.kcpapi import ShardAPI
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster
-from testkit.process import free_port
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, serving_secret
 
-from .kind import KCP_PORT, OPERATOR_NAMESPACE, pod_ready, pods, shard_object
+from .kind import OPERATOR_NAMESPACE, Forward, pod_ready, pods, shard_object
 
 RESULTS = REPO / "bench" / "results"
 OPERATOR_SELECTOR = "app.kubernetes.io/name=kcp-shard-operator"
-
-
-class Forward:
-    """``kubectl port-forward`` to one Service; :meth:`restart` starts it again (the pod it
-    forwarded to may be gone: kubectl forwards to one pod and exits with it)."""
-
-    def __init__(self, cluster: Cluster, namespace: str, service: str) -> None:
-        self.cluster, self.namespace, self.service = cluster, namespace, service
-        self.port = 0
-        self._proc: subprocess.Popen[bytes] | None = None
-        self._lock = threading.Lock()
-
-    def url(self) -> str:
-        with self._lock:
-            if self._proc is None or self._proc.poll() is not None:
-                self._start()
-        return f"https://127.0.0.1:{self.port}"
-
-    def restart(self) -> None:
-        with self._lock:
-            self._close()
-            self._start()
-
-    def _start(self) -> None:
-        self.port = free_port()
-        self._proc = subprocess.Popen(
-            [
-                "kubectl", "port-forward", "-n", self.namespace, f"svc/{self.service}",
-                f"{self.port}:{KCP_PORT}",
-            ],
-            env=dict(self.cluster.env),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-
-        def listening() -> bool:
-            with socket.socket() as sock:
-                return sock.connect_ex(("127.0.0.1", self.port)) == 0
-
-        wait_for(listening, 30, f"port-forward to {self.namespace}/{self.service}")
-
-    def _close(self) -> None:
-        if self._proc is not None:
-            self._proc.terminate()
-            self._proc.wait(10)
-            self._proc = None
-
-    def close(self) -> None:
-        with self._lock:
-            self._close()
 
 
 def pki_kubeconfig(pki: Pki, folder: Path) -> Path:
@@ -143,6 +89,30 @@ def wait_replaced(
         )
 
     wait_for(done, timeout, f"the pods of Shard {shard} replaced and Ready", interval=2)
+
+
+def replace_all_pods(
+    cluster: Cluster,
+    namespace: str,
+    shards: tuple[str, ...],
+    replicas: int,
+    timeout: float,
+    act: Callable[[], object],
+) -> float:
+    """Run ``act``, then wait for every pod of ``shards`` to be replaced (:func:`wait_replaced`);
+    the seconds from ``act`` to the last shard Ready again."""
+    started = time.monotonic()
+    old = {shard: pod_names(cluster, namespace, shard) for shard in shards}
+    act()
+    for shard in shards:
+        wait_replaced(cluster, namespace, shard, old[shard], replicas, timeout)
+    return time.monotonic() - started
+
+
+def rollout_restart(cluster: Cluster, namespace: str, shards: tuple[str, ...]) -> None:
+    """``kubectl rollout restart`` of each shard's Deployment."""
+    for shard in shards:
+        cluster.kubectl("rollout", "restart", "-n", namespace, f"deployment/{shard}-kcp")
 
 
 def rotate_serving_certs(

@@ -7,6 +7,7 @@ import json
 import socket
 import ssl
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -209,27 +210,65 @@ def readyz_via_service(cluster: Cluster, namespace: str, shard: str) -> str:
     return cluster.kubectl("get", "--raw", path, timeout=15).strip()
 
 
+class Forward:
+    """``kubectl port-forward`` to one Service; :meth:`restart` starts it again (the pod it
+    forwarded to may be gone: kubectl forwards to one pod and exits with it)."""
+
+    def __init__(self, cluster: Cluster, namespace: str, service: str) -> None:
+        self.cluster, self.namespace, self.service = cluster, namespace, service
+        self.port = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+
+    def url(self) -> str:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._start()
+        return f"https://127.0.0.1:{self.port}"
+
+    def restart(self) -> None:
+        with self._lock:
+            self._close()
+            self._start()
+
+    def _start(self) -> None:
+        self.port = free_port()
+        self._proc = subprocess.Popen(
+            [
+                "kubectl", "port-forward", "-n", self.namespace, f"svc/{self.service}",
+                f"{self.port}:{KCP_PORT}",
+            ],
+            env=dict(self.cluster.env),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+
+        def listening() -> bool:
+            with socket.socket() as sock:
+                return sock.connect_ex(("127.0.0.1", self.port)) == 0
+
+        wait_for(listening, 30, f"port-forward to {self.namespace}/{self.service}")
+
+    def _close(self) -> None:
+        if self._proc is not None:
+            self._proc.terminate()
+            self._proc.wait(10)
+            self._proc = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+
 @contextmanager
 def port_forward(cluster: Cluster, namespace: str, service: str) -> Iterator[int]:
-    """``kubectl port-forward`` to the Service; yields the local port."""
-    port = free_port()
-    proc = subprocess.Popen(
-        ["kubectl", "port-forward", "-n", namespace, f"svc/{service}", f"{port}:{KCP_PORT}"],
-        env=dict(cluster.env),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-
-    def listening() -> bool:
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
-
+    """A :class:`Forward` to the Service for the block; yields the local port."""
+    forward = Forward(cluster, namespace, service)
     try:
-        wait_for(listening, 30, f"port-forward to {namespace}/{service}")
-        yield port
+        forward.url()
+        yield forward.port
     finally:
-        proc.terminate()
-        proc.wait(10)
+        forward.close()
 
 
 def kcp_get(pki: Pki, port: int, path: str) -> tuple[int, dict[str, Any]]:

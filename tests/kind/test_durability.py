@@ -28,11 +28,11 @@ from tests.e2e.pki import Pki, shard_secrets
 from .durability import (
     DataSteps,
     pki_kubeconfig,
-    pod_names,
+    replace_all_pods,
     restart_operator,
+    rollout_restart,
     rotate_serving_certs,
     shard_apis,
-    wait_replaced,
 )
 from .kind import (
     NEW,
@@ -62,20 +62,6 @@ def durable_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[
     delete_namespace(kind_cluster, name)
 
 
-def replace_pods(
-    cluster: Cluster, ns: str, what: str, steps: DataSteps, action: list[list[str]]
-) -> None:
-    """Run the kubectl ``action`` commands, wait for every pod of both shards to be replaced,
-    then check the data."""
-    started = time.monotonic()
-    old = {shard: pod_names(cluster, ns, shard) for shard in SHARDS}
-    for args in action:
-        cluster.kubectl(*args)
-    for shard in SHARDS:
-        wait_replaced(cluster, ns, shard, old[shard], 1, ROLL_TIMEOUT)
-    steps.check(what, time.monotonic() - started)
-
-
 def test_embedded_etcd_on_its_claim_keeps_every_object(
     kind_cluster: Cluster, durable_namespace: str, tmp_path: Path
 ) -> None:
@@ -97,15 +83,16 @@ def test_embedded_etcd_on_its_claim_keeps_every_object(
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="durable")
             steps = DataSteps(data, apis, "durability", "embedded-etcd")
 
-            started = time.monotonic()
-            old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
-            rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
-            for shard in SHARDS:
-                wait_replaced(kind_cluster, ns, shard, old[shard], 1, ROLL_TIMEOUT)
-            steps.check("a rotation of both serving certificates", time.monotonic() - started)
-
-            restart = [["rollout", "restart", "-n", ns, f"deployment/{s}-kcp"] for s in SHARDS]
-            replace_pods(kind_cluster, ns, "kubectl rollout restart", steps, restart)
+            took = replace_all_pods(
+                kind_cluster, ns, SHARDS, 1, ROLL_TIMEOUT,
+                lambda: rotate_serving_certs(kind_cluster, ns, pki, SHARDS),
+            )  # fmt: skip
+            steps.check("a rotation of both serving certificates", took)
+            took = replace_all_pods(
+                kind_cluster, ns, SHARDS, 1, ROLL_TIMEOUT,
+                lambda: rollout_restart(kind_cluster, ns, SHARDS),
+            )  # fmt: skip
+            steps.check("kubectl rollout restart", took)
 
             started = time.monotonic()
             restart_operator(kind_cluster)

@@ -24,7 +24,7 @@ from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
-from .durability import pki_kubeconfig, pod_names, shard_apis, wait_replaced
+from .durability import pki_kubeconfig, replace_all_pods, rollout_restart, shard_apis
 from .kind import (
     describe_failure,
     image_names,
@@ -109,13 +109,11 @@ def test_root_and_non_root_shard_run_from_the_operators_deployments(
         shards = ("root", "shard-1")
         with shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), shards) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="real")
-            restarted = time.monotonic()
-            old = {shard: pod_names(kind_cluster, ns, shard) for shard in shards}
-            for shard in shards:
-                kubectl("rollout", "restart", "-n", ns, f"deployment/{shard}-kcp")
-            for shard in shards:
-                wait_replaced(kind_cluster, ns, shard, old[shard], 1, START_TIMEOUT)
-            log(f"both shards restarted in {time.monotonic() - restarted:.0f}s")
+            took = replace_all_pods(
+                kind_cluster, ns, shards, 1, START_TIMEOUT,
+                lambda: rollout_restart(kind_cluster, ns, shards),
+            )  # fmt: skip
+            log(f"both shards restarted in {took:.0f}s")
             data.assert_intact(apis, "after kubectl rollout restart")
     except BaseException:
         print(describe_failure(kind_cluster, ns))

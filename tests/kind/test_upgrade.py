@@ -47,10 +47,10 @@ from .durability import (
     OPERATOR_SELECTOR,
     DataSteps,
     pki_kubeconfig,
-    pod_names,
+    replace_all_pods,
+    rollout_restart,
     rotate_serving_certs,
     shard_apis,
-    wait_replaced,
 )
 from .kind import (
     NEW,
@@ -215,21 +215,21 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         time.sleep(4)
         after = timeline.samples[refusal_from:]
 
-        started = time.monotonic()
-        old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
-        rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
-        timeline.mark("both serving certificates rotated")
-        for shard in SHARDS:
-            wait_replaced(kind_cluster, ns, shard, old[shard], REPLICAS, ROLL_TIMEOUT)
-        steps.check("a rotation of both serving certificates", time.monotonic() - started)
-        started = time.monotonic()
-        old = {shard: pod_names(kind_cluster, ns, shard) for shard in SHARDS}
-        for shard in SHARDS:
-            kubectl("rollout", "restart", "-n", ns, f"deployment/{shard}-kcp")
-        timeline.mark("kubectl rollout restart of both Deployments")
-        for shard in SHARDS:
-            wait_replaced(kind_cluster, ns, shard, old[shard], REPLICAS, ROLL_TIMEOUT)
-        steps.check("kubectl rollout restart", time.monotonic() - started)
+        def rotate() -> None:
+            rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
+            timeline.mark("both serving certificates rotated")
+
+        def restart_deployments() -> None:
+            rollout_restart(kind_cluster, ns, SHARDS)
+            timeline.mark("kubectl rollout restart of both Deployments")
+
+        for what, act in (
+            ("a rotation of both serving certificates", rotate),
+            ("kubectl rollout restart", restart_deployments),
+        ):
+            steps.check(
+                what, replace_all_pods(kind_cluster, ns, SHARDS, REPLICAS, ROLL_TIMEOUT, act)
+            )
 
         started = time.monotonic()
         next_from = len(timeline.samples)
