@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from testkit.kube import Cluster, condition, shard_ready
+from testkit.kube import Cluster, condition, create_namespace, delete_namespace, shard_ready
 from testkit.process import free_port
 from testkit.tools import HACK, log, pinned_version, run_visible
 from testkit.wait import wait_for
@@ -147,6 +147,16 @@ def shards_on_etcd_pod(
         obj["spec"]["etcd"] = {"endpoints": [endpoint], "prefix": f"/{name}"}
         shards.append(obj)
     return shards
+
+
+@contextmanager
+def kcp_namespace(cluster: Cluster, prefix: str) -> Iterator[str]:
+    """A fresh namespace for a test's Shards; afterwards its Shards deleted while the operator
+    runs (it removes their finalizers), then the namespace."""
+    name = create_namespace(cluster, prefix)
+    yield name
+    cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
+    delete_namespace(cluster, name)
 
 
 def shard_object(cluster: Cluster, namespace: str, shard: str) -> dict[str, Any]:

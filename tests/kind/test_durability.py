@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster, create_namespace, delete_namespace
+from testkit.kube import Cluster
 from testkit.tools import log
 from tests.e2e.pki import Pki, shard_secrets
 
@@ -40,6 +40,7 @@ from .kind import (
     bump,
     condition_of,
     describe_failure,
+    kcp_namespace,
     load_kcp_image,
     shard_spec,
     wait_degraded_cleared,
@@ -56,10 +57,8 @@ ROLL_TIMEOUT = 600
 @pytest.fixture
 def durable_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
-    name = create_namespace(kind_cluster, "kcp-durable")
-    yield name
-    kind_cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
-    delete_namespace(kind_cluster, name)
+    with kcp_namespace(kind_cluster, "kcp-durable") as name:
+        yield name
 
 
 def test_embedded_etcd_on_its_claim_keeps_every_object(

@@ -20,13 +20,20 @@ import pytest
 import yaml
 
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster, create_namespace, delete_namespace
+from testkit.kube import Cluster
 from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki
 
 from .durability import RESULTS, DataSteps, pki_kubeconfig, shard_apis
-from .kind import bump, describe_failure, load_kcp_image, shards_on_etcd_pod, wait_version
+from .kind import (
+    bump,
+    describe_failure,
+    kcp_namespace,
+    load_kcp_image,
+    shards_on_etcd_pod,
+    wait_version,
+)
 from .timeline import FLAG, REPLICAS, SHARDS, ReadyzProbe, Timeline, converged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
@@ -38,10 +45,8 @@ ROLL_TIMEOUT = 600
 def patch_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION")
     load_kcp_image(kind_cluster, "kcp-patch", "KCP_PATCH_VERSION")
-    name = create_namespace(kind_cluster, "kcp-patch")
-    yield name
-    kind_cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
-    delete_namespace(kind_cluster, name)
+    with kcp_namespace(kind_cluster, "kcp-patch") as name:
+        yield name
 
 
 def test_patch_upgrade_and_rollback_never_fail_readyz(

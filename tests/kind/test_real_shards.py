@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster, create_namespace, delete_namespace
+from testkit.kube import Cluster
 from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
@@ -30,6 +30,7 @@ from .kind import (
     image_names,
     kcp_get,
     kcp_image,
+    kcp_namespace,
     pod_ready,
     pods,
     port_forward,
@@ -45,10 +46,8 @@ START_TIMEOUT = 420
 
 @pytest.fixture
 def shard_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    name = create_namespace(kind_cluster, "kcp-real")
-    yield name
-    kind_cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
-    delete_namespace(kind_cluster, name)
+    with kcp_namespace(kind_cluster, "kcp-real") as name:
+        yield name
 
 
 def test_root_and_non_root_shard_run_from_the_operators_deployments(

@@ -37,7 +37,7 @@ import pytest
 import yaml
 
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster, create_namespace
+from testkit.kube import Cluster
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
@@ -59,6 +59,7 @@ from .kind import (
     bump,
     condition_of,
     describe_failure,
+    kcp_namespace,
     load_kcp_image,
     shards_on_etcd_pod,
     wait_degraded_cleared,
@@ -126,12 +127,8 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
 def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
     assert load_kcp_image(kind_cluster, "kcp-next", "KCP_NEXT_VERSION") == NEXT
-    namespace = create_namespace(kind_cluster, "kcp-upgrade")
-    yield namespace
-    kind_cluster.kubectl(
-        "delete", "shards", "--all", "-n", namespace, "--timeout=120s", timeout=150
-    )
-    kind_cluster.kubectl("delete", "namespace", namespace, "--wait=false")
+    with kcp_namespace(kind_cluster, "kcp-upgrade") as name:
+        yield name
 
 
 def template_version(cluster: Cluster, namespace: str, shard: str) -> str:
