@@ -11,6 +11,8 @@ import yaml
 from testkit.kube import shard_ready
 from testkit.wait import wait_for
 
+from .pki import secret
+
 Kubectl = Callable[..., str]
 
 
@@ -32,19 +34,7 @@ def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
 def placeholder_secrets(kubectl: Kubectl, ns: str, *names: str) -> None:
     """Secrets a Shard mounts whose content nothing reads here (kwok runs no kcp): a Shard with
     a missing Secret is ``Degraded``, never Ready."""
-    apply(
-        kubectl,
-        ns,
-        *(
-            {
-                "apiVersion": "v1",
-                "kind": "Secret",
-                "metadata": {"name": name},
-                "stringData": {"kubeconfig": "placeholder"},
-            }
-            for name in names
-        ),
-    )
+    apply(kubectl, ns, *(secret(name, {"kubeconfig": "placeholder"}) for name in names))
 
 
 def get(kubectl: Kubectl, ns: str, kind: str, name: str) -> dict[str, Any]:
