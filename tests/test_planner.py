@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.constants import FIELD_MANAGER
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import (
@@ -395,7 +396,7 @@ def test_non_root_downgrade_is_refused_rather_than_waiting() -> None:
     assert decision.apply == []
 
 
-def test_minor_upgrade_recreates_then_returns_to_rolling_updates() -> None:
+def test_minor_upgrade_recreates_then_rolls_again_with_the_next_write() -> None:
     def at(spec_version: str, rolled_out: str) -> Shard:
         obj = shard_object(version=spec_version, replicas=2, etcd={"endpoints": ["https://e"]})
         obj["status"] = {"version": rolled_out}
@@ -410,10 +411,25 @@ def test_minor_upgrade_recreates_then_returns_to_rolling_updates() -> None:
     observed.update(upgrade)
     during = plan(at("0.28.0", "0.27.1"), None, observed, RELEASE)
     assert during.apply == []
-    done = {o["kind"]: o for o in plan(at("0.28.0", "0.28.0"), None, observed, RELEASE).apply}
-    assert list(done) == ["Deployment"]
-    assert done["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
-    assert done["Deployment"]["spec"]["template"] == template
+    assert plan(at("0.28.0", "0.28.0"), None, observed, RELEASE).apply == []
+    patch = at("0.28.1", "0.28.0")
+    then = {o["kind"]: o for o in plan(patch, None, observed, RELEASE).apply}
+    assert then["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
+    assert then["Deployment"]["spec"]["template"] != template
+
+
+def test_a_hand_edit_after_a_minor_upgrade_is_put_back_with_rolling_updates() -> None:
+    obj = shard_object(version="0.28.0", replicas=2, etcd={"endpoints": ["https://e"]})
+    moving = make({**obj, "status": {"version": "0.27.1"}})
+    live = render_shard(moving, None, RELEASE).deployment
+    live["metadata"]["managedFields"] = [
+        managed(FIELD_MANAGER, {"f:spec": {"f:replicas": {}}}),
+        managed("kubectl-edit", {"f:spec": {"f:template": {"f:spec": {"f:hostNetwork": {}}}}}),
+    ]
+    rolled_out = make({**obj, "status": {"version": "0.28.0"}})
+    decision = plan(rolled_out, None, {"Deployment": live}, RELEASE)
+    written = {o["kind"]: o for o in decision.apply}
+    assert written["Deployment"]["spec"]["strategy"]["type"] == "RollingUpdate"
 
 
 def test_waiting_non_root_shard_keeps_rolling_updates() -> None:

@@ -131,7 +131,12 @@ def plan(
         pending = pending_problem(rendered.claim, live_claim, storage_classes)
         if pending:
             storage_problems.append(pending)
-    drifted = [obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)]
+    drifted = [
+        obj
+        for obj in objects
+        if drifted_from(observed.get(obj["kind"]), obj)
+        and not strategy_write_deferred(observed.get(obj["kind"]), obj)
+    ]
     mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
     return replace(
         verdict,
@@ -184,6 +189,25 @@ def drifted_from(live: JSON | None, desired: JSON) -> bool:
     if not contains(live, desired):
         return True
     return desired["kind"] in REPLACEABLE_KINDS and bool(foreign_fields(live or {}, FIELD_MANAGER))
+
+
+def strategy_write_deferred(live: JSON | None, desired: JSON) -> bool:
+    """Whether the one change ``desired`` brings to ``live`` is the update strategy going back
+    from ``Recreate`` to rolling updates after a move to another kcp minor.
+
+    That write waits for the next one the Deployment needs (a spec change, a rotated
+    Secret, a hand edit put back), which carries the rolling strategy to the rollout it
+    starts: a Deployment rolls out only when its pod template changes, so until then the
+    strategy decides nothing. It saves a write and a Deployment revision per upgrade.
+    """
+    if live is None or desired["kind"] != "Deployment":
+        return False
+    kinds = [(obj.get("spec") or {}).get("strategy", {}).get("type") for obj in (live, desired)]
+    return (
+        kinds == ["Recreate", "RollingUpdate"]
+        and cause_of(live, desired) is Cause.STRATEGY
+        and not foreign_fields(live, FIELD_MANAGER)
+    )
 
 
 def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
@@ -242,9 +266,10 @@ def _same_quantity(actual: Any, desired: JSON) -> bool:
 
 
 class Cause(Enum):
-    """Why a child is written: it is new, the rendering changed, someone edited it, or only
-    the update strategy follows the Shard's status (back from ``Recreate`` after a move to
-    another kcp minor: no change of the Shard's spec, no new pods)."""
+    """Why a child is written or differs: it is new, the rendering changed, someone edited
+    it, or only the update strategy follows the Shard's status (back from ``Recreate`` after
+    a move to another kcp minor: no change of the Shard's spec, no new pods; see
+    ``strategy_write_deferred``)."""
 
     CREATED = "Created"
     SPEC_CHANGED = "SpecChanged"
