@@ -191,11 +191,32 @@ cmd_down() {
   esac
 }
 
+# Each component of the binary runtime by its pid file: kwokctl lists a component that has
+# exited (the controller-manager and scheduler exit when they lose their leader election, as
+# after a paused API server) as long as its pid file is there.
+kwok_processes() {
+  local pids="${KWOK_WORKDIR}/clusters/${CLUSTER_NAME}/pids" file name pid exited=()
+  compgen -G "${pids}/*.pid" >/dev/null || die "no component of ${CLUSTER_NAME} has a pid file in ${pids}; start it with: $0 up"
+  for file in "${pids}"/*.pid; do
+    name="$(basename "${file}" .pid)"
+    pid="$(<"${file}")"
+    if [[ "${pid}" =~ ^[0-9]+$ ]] && { tr '\0' ' ' <"/proc/${pid}/cmdline"; } 2>/dev/null | grep -q -- "${name}" &&
+      [[ "$(awk '{print $3}' "/proc/${pid}/stat" 2>/dev/null)" != Z ]]; then
+      printf '%-26s running (pid %s)\n' "${name}" "${pid}"
+    else
+      printf '%-26s exited (pid %s)\n' "${name}" "${pid}"
+      exited+=("${name}")
+    fi
+  done
+  ((${#exited[@]} == 0)) ||
+    die "${exited[*]} of ${CLUSTER_NAME} exited (log: ${KWOK_WORKDIR}/clusters/${CLUSTER_NAME}/logs/); start it again with: $0 up"
+}
+
 cmd_status() {
   load_tools
   if [[ "${CLUSTER}" == kwok ]]; then
     kwok_exists || die "no kwok cluster ${CLUSTER_NAME}"
-    kw get components
+    kwok_processes
   fi
   [[ -f "${CLUSTER_KUBECONFIG}" ]] || die "no kubeconfig at ${CLUSTER_KUBECONFIG}"
   kubectl_c version

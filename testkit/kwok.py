@@ -22,6 +22,7 @@ from .tools import HACK, tools_env
 from .wait import wait_for
 
 KUBE_APISERVER = "kube-apiserver"
+KUBE_SCHEDULER = "kube-scheduler"
 
 
 def _process_gone(pid: int) -> bool:

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import signal
 import subprocess
 import time
@@ -40,9 +42,10 @@ from typing import Any
 import pytest
 
 from testkit.kube import KubectlError, credential_strings, shard_ready
-from testkit.kwok import KUBE_APISERVER, KwokControlPlane
+from testkit.kwok import KUBE_APISERVER, KUBE_SCHEDULER, KwokControlPlane
 from testkit.operator_process import OperatorProcess
 from testkit.tools import REPO, log
+from testkit.wait import wait_for
 
 from .capture import uncaptured
 from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
@@ -228,6 +231,10 @@ def test_pending_spec_change_is_applied_after_an_apiserver_outage(
         figures["stopped_after_status_written"] = stopped_components(plane)
         code, output = plane.script_status()
         figures["cluster_sh_status"] = {"exit_code": code, "output": output.splitlines()}
+        exited = sorted(figures["stopped_after_status_written"])
+        assert (code != 0) == bool(exited), f"status exited {code} with {exited} stopped"
+        for component in exited:
+            assert re.search(rf"^{component} +exited", output, re.M), output
         figures["restarted_before_ready"] = restore(plane)
         timeline.wait(kubectl, namespace, lambda t: t.ready is not None)
         figures["back_to_deployment_changed_s"] = timeline.applied
@@ -249,3 +256,36 @@ def test_pending_spec_change_is_applied_after_an_apiserver_outage(
     secrets = credential_strings(operator_process.cluster.kubeconfig)
     assert secrets, "the kubeconfig has no credential to look for"
     assert not [s for s in secrets if s in log_text], "a kubeconfig credential is in the log"
+
+
+def test_cluster_status_names_a_component_that_exited(
+    kwok_control_plane: KwokControlPlane, pytestconfig: pytest.Config
+) -> None:
+    """A kube-scheduler that ended on its own (its pid file stays, as after a lost leader
+    election) makes ``hack/cluster.sh status`` fail naming it; ``kwokctl start cluster`` (what
+    ``hack/cluster.sh up`` runs) brings it back and status passes again."""
+    plane = kwok_control_plane
+    code, output = plane.script_status()
+    assert code == 0, output
+    pid = plane.pid(KUBE_SCHEDULER)
+    assert pid is not None
+    assert re.search(rf"^kube-scheduler +running \(pid {pid}\)$", output, re.M), output
+    try:
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: plane.pid(KUBE_SCHEDULER) is None, 10, "kube-scheduler to end")
+        code, output = plane.script_status()
+        with uncaptured(pytestconfig):
+            log(f"hack/cluster.sh status with kube-scheduler gone: exit {code}")
+        assert code != 0, output
+        assert re.search(rf"^kube-scheduler +exited \(pid {pid}\)$", output, re.M), output
+        assert "readyz" not in output
+    finally:
+        restore(plane)
+
+    def passes() -> bool:
+        if plane.script_status()[0] == 0:
+            return True
+        restore(plane)
+        return False
+
+    wait_for(passes, 90, "hack/cluster.sh status to pass after kwokctl start cluster")
