@@ -122,6 +122,7 @@ def test_sidecar_and_env_added_by_hand_are_removed_in_one_pass(
     log(f"measured: sidecar and env var removed in {time.monotonic() - start:.1f}s")
     updated = count_events(kubectl, namespace, "root", "Updated")
     assert updated >= 1
+    assert count_events(kubectl, namespace, "root", "ApplyFailed") == 0
     writes = operator_process.log_tail(100_000).count("Deployment root-kcp (Drift)")
     assert writes == 1, "converged in one write"
     # Quiet afterwards: no write of a child and no further Event over a window with at least
