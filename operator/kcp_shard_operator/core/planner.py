@@ -131,12 +131,7 @@ def plan(
         pending = pending_problem(rendered.claim, live_claim, storage_classes)
         if pending:
             storage_problems.append(pending)
-    drifted = [
-        obj
-        for obj in objects
-        if drifted_from(observed.get(obj["kind"]), obj)
-        and not strategy_write_deferred(observed.get(obj["kind"]), obj)
-    ]
+    drifted = [obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)]
     mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
     return replace(
         verdict,
@@ -184,10 +179,11 @@ def drifted_from(live: JSON | None, desired: JSON) -> bool:
     """Whether ``live`` needs a write to become ``desired``.
 
     A claim is only compared by value: the volume binder sets its ``volumeName`` (another
-    field manager), which is no hand edit to put back.
+    field manager), which is no hand edit to put back. Nor is a change of the update
+    strategy alone (:func:`strategy_write_deferred`).
     """
     if not contains(live, desired):
-        return True
+        return not strategy_write_deferred(live, desired)
     return desired["kind"] in REPLACEABLE_KINDS and bool(foreign_fields(live or {}, FIELD_MANAGER))
 
 
