@@ -243,6 +243,47 @@ class TLSSpec:
     )
 
 
+DURATION_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
+DEFAULT_CERTIFICATE_LIFETIME = "8760h"
+DEFAULT_RENEW_BEFORE = "720h"
+
+
+@dataclass(frozen=True)
+class PKISpec:
+    """Certificates and kubeconfigs the operator issues for what the Shard leaves unset."""
+
+    issue: bool = field(
+        "issue",
+        "Issue every certificate, CA bundle and kubeconfig the Shard mounts and no *SecretRef "
+        "names: the serving certificate, the client CA, the admin and logical-cluster-admin "
+        "kubeconfig, and on non-root shards the cache and root-shard kubeconfigs. A set "
+        "*SecretRef is used as it is. false: nothing is issued.",
+        default=True,
+    )
+    ca_secret_ref: LocalObjectRef | None = field(
+        "caSecretRef",
+        "On a root shard: a Secret with tls.crt and tls.key of a CA that signs the "
+        "installation's certificates instead of one the operator generates (<root>-kcp-ca).",
+        default=None,
+    )
+    certificate_lifetime: str = field(
+        "certificateLifetime",
+        "Lifetime of the certificates issued for this Shard (hours, minutes, seconds as in "
+        "8760h or 90m; at least 10m).",
+        default=DEFAULT_CERTIFICATE_LIFETIME,
+        pattern=DURATION_PATTERN,
+        maxLength=32,
+    )
+    renew_before: str = field(
+        "renewBefore",
+        "How long before expiry a certificate is issued again (shorter than "
+        "certificateLifetime); the pods that mount it roll.",
+        default=DEFAULT_RENEW_BEFORE,
+        pattern=DURATION_PATTERN,
+        maxLength=32,
+    )
+
+
 @dataclass(frozen=True)
 class Rule:
     """A cross-field rule: CEL for the API server, ``holds`` for offline checks.
@@ -318,6 +359,9 @@ class ShardSpec:
         default=None,
     )
     tls: TLSSpec = field("tls", "Certificates and keys.", default_factory=TLSSpec)
+    pki: PKISpec = field(
+        "pki", "What the operator issues (default: all that is unset).", default_factory=PKISpec
+    )
     extra_args: list[str] = field(
         "extraArgs",
         "Extra arguments to kcp start.",
@@ -415,10 +459,19 @@ class Shard:
 
 SPEC_RULES = (
     Rule(
-        cel="!has(self.rootShardRef) || (has(self.cache) && has(self.cache.kubeconfigSecretRef))",
-        message="non-root shards (spec.rootShardRef set) need spec.cache.kubeconfigSecretRef: "
-        "kcp refuses to start without --cache-kubeconfig",
-        holds=lambda spec: spec.is_root or spec.cache.kubeconfig_secret_ref is not None,
+        cel="!has(self.rootShardRef) || (has(self.cache) && has(self.cache.kubeconfigSecretRef))"
+        " || !has(self.pki) || !has(self.pki.issue) || self.pki.issue",
+        message="non-root shards (spec.rootShardRef set) with spec.pki.issue false need "
+        "spec.cache.kubeconfigSecretRef: kcp refuses to start without --cache-kubeconfig",
+        holds=lambda spec: (
+            spec.is_root or spec.cache.kubeconfig_secret_ref is not None or spec.pki.issue
+        ),
+    ),
+    Rule(
+        cel="!has(self.rootShardRef) || !has(self.pki) || !has(self.pki.caSecretRef)",
+        message="spec.pki.caSecretRef is set on the root shard: it signs for the whole "
+        "installation",
+        holds=lambda spec: spec.is_root or spec.pki.ca_secret_ref is None,
     ),
     Rule(
         cel="self.replicas <= 1 || (has(self.etcd) && has(self.etcd.endpoints) "
@@ -471,12 +524,42 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         if rule.holds is not None and not rule.holds(spec):
             raise SpecError("spec", rule.message)
     _check_free_form(spec)
+    _check_pki(spec.pki)
     if (
         not spec.is_root
+        and not spec.pki.issue
         and not ignores_root_shard_flag(version, deprecating_release)
         and spec.root_shard_kubeconfig_secret_ref is None
     ):
         raise missing_root_kubeconfig(version, deprecating_release)
+
+
+MINIMUM_CERTIFICATE_LIFETIME = 600
+
+
+def duration_seconds(text: str) -> int | None:
+    """Seconds of a duration such as ``8760h``, ``90m`` or ``1h30m``; None if it is not one."""
+    found = re.fullmatch(DURATION_PATTERN, text)
+    if not text or found is None:
+        return None
+    hours, minutes, seconds = (int(part[:-1]) if part else 0 for part in found.groups())
+    return hours * 3600 + minutes * 60 + seconds
+
+
+def _check_pki(pki: PKISpec) -> None:
+    lifetime = duration_seconds(pki.certificate_lifetime)
+    renew = duration_seconds(pki.renew_before)
+    if lifetime is None or lifetime < MINIMUM_CERTIFICATE_LIFETIME:
+        raise SpecError(
+            "spec.pki.certificateLifetime",
+            f"{pki.certificate_lifetime!r} is not a duration of at least 10m (e.g. 8760h)",
+        )
+    if renew is None or not 0 < renew < lifetime:
+        raise SpecError(
+            "spec.pki.renewBefore",
+            f"{pki.renew_before!r} must be a duration (e.g. 720h) shorter than "
+            f"spec.pki.certificateLifetime ({pki.certificate_lifetime})",
+        )
 
 
 def _check_free_form(spec: ShardSpec) -> None:

@@ -1,0 +1,399 @@
+"""What the operator issues for a Shard (pure): the Secrets, what each must hold, and whether
+one that exists still fits.
+
+An installation is a root Shard and the Shards that name it. One CA per installation
+(``<root>-kcp-ca``, or the root's ``spec.pki.caSecretRef``) signs everything; its certificate
+alone is the client CA bundle the shards trust (``<root>-kcp-client-ca``), so a CA key is never
+mounted into a kcp pod. Per Shard: a serving certificate for its Service and the hosts of its
+URLs, and an admin kubeconfig (``system:masters``: the identity-cache cleanup and the
+logical-cluster-admin access kcp needs between shards both require it). Per installation: the
+cache kubeconfig of the root's embedded cache server, and the root's admin kubeconfig is what
+older kcp non-root shards mount as ``--root-shard-kubeconfig-file``.
+
+Every issued Secret says in its annotations what it was issued for (a digest of the request),
+by which CA (name, uid and resourceVersion of the CA's Secret) and until when, so a pass
+decides from the metadata the watch keeps, without reading any key.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import ipaddress
+import json
+from dataclasses import dataclass, replace
+from enum import Enum
+from urllib.parse import urlsplit
+
+from kcp_shard_operator.constants import API_GROUP, FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.meta import child_name
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.service import service_url
+from kcp_shard_operator.core.spec import (
+    LocalObjectRef,
+    SecretKeyRef,
+    Shard,
+    duration_seconds,
+)
+from kcp_shard_operator.core.versions import (
+    ROOT_SHARD_KUBECONFIG_FLAG,
+    Role,
+    Version,
+    flag_applies,
+)
+
+ISSUED_LABEL = f"{API_GROUP}/issued"
+"""On every Secret the operator issued; its value is the purpose."""
+REQUEST_ANNOTATION = f"{API_GROUP}/request"
+SIGNED_BY_ANNOTATION = f"{API_GROUP}/signed-by"
+NOT_AFTER_ANNOTATION = f"{API_GROUP}/not-after"
+ADMIN_USER = "kcp-shard-operator"
+ADMIN_GROUP = "system:masters"
+SHARD_BASE_CONTEXT = "shard-base"
+"""The context kcp reads from ``--root-shard-kubeconfig-file``."""
+CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
+"""The generated CA lives ten years and is not renewed by the operator (see the README)."""
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+class Purpose(Enum):
+    CA = "ca"
+    CLIENT_CA = "client-ca"
+    SERVING = "serving"
+    KUBECONFIG = "kubeconfig"
+
+
+@dataclass(frozen=True)
+class Request:
+    """One Secret to issue: what it holds, who owns it and how long its certificate lives."""
+
+    secret: str
+    purpose: Purpose
+    owner: Shard
+    common_name: str
+    organization: str | None = None
+    dns_names: tuple[str, ...] = ()
+    ip_addresses: tuple[str, ...] = ()
+    server: str | None = None
+    context: str | None = None
+    lifetime_seconds: int = CA_LIFETIME_SECONDS
+    renew_before_seconds: int = 0
+
+    @property
+    def digest(self) -> str:
+        """What identifies the content: a change of it (a new host name) issues again."""
+        fields = [
+            self.purpose.value,
+            self.common_name,
+            self.organization,
+            list(self.dns_names),
+            list(self.ip_addresses),
+            self.server,
+            self.context,
+        ]
+        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Names:
+    """The Secrets of an installation whose root Shard is ``root``."""
+
+    root: str
+
+    @property
+    def ca(self) -> str:
+        return f"{self.root}-kcp-ca"
+
+    @property
+    def client_ca(self) -> str:
+        return f"{self.root}-kcp-client-ca"
+
+    @property
+    def cache_kubeconfig(self) -> str:
+        return f"{self.root}-kcp-cache-kubeconfig"
+
+
+def serving_secret(shard: Shard) -> str:
+    return f"{shard.name}-kcp-serving"
+
+
+def admin_kubeconfig_secret(shard: Shard) -> str:
+    return f"{shard.name}-kcp-admin-kubeconfig"
+
+
+def ca_secret(root: Shard) -> str:
+    """The Secret of the CA that signs for ``root``'s installation."""
+    ref = root.spec.pki.ca_secret_ref
+    return ref.name if ref else Names(root.name).ca
+
+
+def _lifetimes(owner: Shard) -> tuple[int, int]:
+    pki = owner.spec.pki
+    return (
+        duration_seconds(pki.certificate_lifetime) or 0,
+        duration_seconds(pki.renew_before) or 0,
+    )
+
+
+def _host(url: str | None) -> str | None:
+    return urlsplit(url).hostname if url else None
+
+
+def _serving(shard: Shard) -> Request:
+    service = child_name(shard)
+    hosts = [
+        service,
+        f"{service}.{shard.namespace}",
+        f"{service}.{shard.namespace}.svc",
+        f"{service}.{shard.namespace}.svc.cluster.local",
+        "localhost",
+    ]
+    ips = ["127.0.0.1"]
+    for url in (shard.spec.base_url, shard.spec.external_url):
+        host = _host(url)
+        if host is None:
+            continue
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            hosts.append(host)
+        else:
+            ips.append(host)
+    lifetime, renew = _lifetimes(shard)
+    return Request(
+        secret=serving_secret(shard),
+        purpose=Purpose.SERVING,
+        owner=shard,
+        common_name=service,
+        dns_names=tuple(dict.fromkeys(hosts)),
+        ip_addresses=tuple(dict.fromkeys(ips)),
+        lifetime_seconds=lifetime,
+        renew_before_seconds=renew,
+    )
+
+
+def _kubeconfig(secret: str, owner: Shard, server: str, context: str) -> Request:
+    lifetime, renew = _lifetimes(owner)
+    return Request(
+        secret=secret,
+        purpose=Purpose.KUBECONFIG,
+        owner=owner,
+        common_name=ADMIN_USER,
+        organization=ADMIN_GROUP,
+        server=server,
+        context=context,
+        lifetime_seconds=lifetime,
+        renew_before_seconds=renew,
+    )
+
+
+def _admin(shard: Shard) -> Request:
+    return _kubeconfig(admin_kubeconfig_secret(shard), shard, shard_url(shard), SHARD_BASE_CONTEXT)
+
+
+def shard_url(shard: Shard) -> str:
+    """Where the operator and the other shards reach ``shard``: its ``baseURL`` or Service."""
+    return shard.spec.base_url or service_url(shard)
+
+
+def needs_root_kubeconfig(shard: Shard, deprecating_release: Version) -> bool:
+    return not shard.spec.is_root and flag_applies(
+        ROOT_SHARD_KUBECONFIG_FLAG, shard.spec.kcp_version, Role.NON_ROOT, deprecating_release
+    )
+
+
+def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[Request]:
+    """What the pass over ``shard`` issues, CA first; nothing without ``spec.pki.issue`` or,
+    for a non-root shard, without its root Shard (``root``)."""
+    installation_root = shard if shard.spec.is_root else root
+    if not shard.spec.pki.issue or installation_root is None:
+        return []
+    names = Names(installation_root.name)
+    spec = shard.spec
+    found: list[Request] = []
+    if installation_root.spec.pki.ca_secret_ref is None:
+        found.append(Request(names.ca, Purpose.CA, installation_root, f"{names.root} kcp CA"))
+    if spec.tls.client_ca_secret_ref is None:
+        found.append(
+            Request(names.client_ca, Purpose.CLIENT_CA, installation_root, "client CA bundle")
+        )
+    if spec.tls.serving_cert_secret_ref is None:
+        found.append(_serving(shard))
+    if spec.admin_kubeconfig_secret_ref is None or (
+        spec.logical_cluster_admin_kubeconfig_secret_ref is None
+    ):
+        found.append(_admin(shard))
+    if not spec.is_root:
+        if spec.cache.kubeconfig_secret_ref is None:
+            found.append(
+                _kubeconfig(
+                    names.cache_kubeconfig,
+                    installation_root,
+                    shard_url(installation_root),
+                    "cache",
+                )
+            )
+        if (
+            spec.root_shard_kubeconfig_secret_ref is None
+            and installation_root.spec.admin_kubeconfig_secret_ref is None
+            and needs_root_kubeconfig(shard, deprecating_release)
+        ):
+            found.append(_admin(installation_root))
+    return found
+
+
+def with_issued(shard: Shard, root: Shard | None) -> Shard:
+    """``shard`` with every reference it leaves unset pointing at the Secret issued for it,
+    and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
+    kubeconfig needs one (kcp requires it with that flag)."""
+    installation_root = shard if shard.spec.is_root else root
+    if not shard.spec.pki.issue or installation_root is None:
+        return shard
+    names = Names(installation_root.name)
+    spec = shard.spec
+    admin = SecretKeyRef(admin_kubeconfig_secret(shard))
+    tls = replace(
+        spec.tls,
+        serving_cert_secret_ref=spec.tls.serving_cert_secret_ref
+        or LocalObjectRef(serving_secret(shard)),
+        client_ca_secret_ref=spec.tls.client_ca_secret_ref or LocalObjectRef(names.client_ca),
+    )
+    filled = replace(
+        spec,
+        tls=tls,
+        admin_kubeconfig_secret_ref=spec.admin_kubeconfig_secret_ref or admin,
+    )
+    if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
+        filled = replace(
+            filled,
+            logical_cluster_admin_kubeconfig_secret_ref=admin,
+            external_url=spec.external_url or shard_url(shard),
+        )
+    if not spec.is_root:
+        cache = spec.cache.kubeconfig_secret_ref or SecretKeyRef(names.cache_kubeconfig)
+        root_admin = installation_root.spec.admin_kubeconfig_secret_ref or SecretKeyRef(
+            admin_kubeconfig_secret(installation_root)
+        )
+        filled = replace(
+            filled,
+            cache=replace(spec.cache, kubeconfig_secret_ref=cache),
+            root_shard_kubeconfig_secret_ref=spec.root_shard_kubeconfig_secret_ref or root_admin,
+        )
+    return replace(shard, spec=filled)
+
+
+class Action(Enum):
+    KEEP = "Keep"
+    ISSUE = "Issue"
+    RENEW = "Renew"
+    CONFLICT = "Conflict"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    action: Action
+    why: str
+
+
+def signer_id(secret_meta: JSON) -> str:
+    """How a certificate names the CA Secret that signed it: name, uid and resourceVersion
+    (a CA replaced or changed in place signs everything again)."""
+    meta = secret_meta.get("metadata") or {}
+    return f"{meta.get('name')}/{meta.get('uid')}/{meta.get('resourceVersion')}"
+
+
+def parse_time(text: str | None) -> datetime.datetime | None:
+    try:
+        return datetime.datetime.strptime(str(text), TIME_FORMAT).replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+
+
+def verdict(
+    request: Request, live: JSON | None, signer: str | None, now: datetime.datetime
+) -> Verdict:
+    """Whether the Secret ``live`` (its metadata; None when absent) fits ``request``.
+
+    ``signer`` is :func:`signer_id` of the CA (None for the CA itself). A Secret of that name
+    that the operator did not issue is never written over.
+    """
+    if live is None:
+        return Verdict(Action.ISSUE, "missing")
+    meta = live.get("metadata") or {}
+    if (meta.get("labels") or {}).get(ISSUED_LABEL) != request.purpose.value:
+        return Verdict(
+            Action.CONFLICT,
+            f"Secret {request.secret} exists and was not issued by {FIELD_MANAGER} for "
+            f"{request.purpose.value}: it is left as it is; delete it, or set the spec's "
+            "reference to it, or set spec.pki.issue to false",
+        )
+    annotations = meta.get("annotations") or {}
+    if annotations.get(REQUEST_ANNOTATION) != request.digest:
+        return Verdict(Action.RENEW, "its names changed")
+    if signer is not None and annotations.get(SIGNED_BY_ANNOTATION) != signer:
+        return Verdict(Action.RENEW, "its CA changed")
+    not_after = parse_time(annotations.get(NOT_AFTER_ANNOTATION))
+    if request.purpose is Purpose.CA:
+        return Verdict(Action.KEEP, "")
+    if not_after is None:
+        return Verdict(Action.RENEW, "its expiry is not recorded")
+    if now >= not_after - datetime.timedelta(seconds=request.renew_before_seconds):
+        return Verdict(Action.RENEW, f"it expires at {not_after.strftime(TIME_FORMAT)}")
+    return Verdict(Action.KEEP, "")
+
+
+def secret_object(
+    request: Request,
+    data: dict[str, str],
+    secret_type: str,
+    signer: str | None,
+    not_after: datetime.datetime,
+) -> JSON:
+    """The issued Secret (``data`` base64-encoded), owned by the request's Shard."""
+    owner = request.owner
+    annotations = {
+        REQUEST_ANNOTATION: request.digest,
+        NOT_AFTER_ANNOTATION: not_after.strftime(TIME_FORMAT),
+    }
+    if signer is not None:
+        annotations[SIGNED_BY_ANNOTATION] = signer
+    meta: JSON = {
+        "name": request.secret,
+        "namespace": owner.namespace,
+        "labels": {
+            "app.kubernetes.io/name": "kcp",
+            "app.kubernetes.io/instance": owner.name,
+            "app.kubernetes.io/part-of": "kcp",
+            "app.kubernetes.io/managed-by": FIELD_MANAGER,
+            ISSUED_LABEL: request.purpose.value,
+        },
+        "annotations": annotations,
+    }
+    if owner.uid:
+        meta["ownerReferences"] = [
+            {
+                "apiVersion": SHARD_API_VERSION,
+                "kind": SHARD_KIND,
+                "name": owner.name,
+                "uid": owner.uid,
+            }
+        ]
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": meta,
+        "type": secret_type,
+        "data": data,
+    }
+
+
+def certificates_status(secrets: list[JSON]) -> list[JSON]:
+    """``status.certificates``: each issued Secret the Shard mounts or is reached with, and
+    when its certificate expires (sorted by Secret)."""
+    found = []
+    for secret in secrets:
+        meta = secret.get("metadata") or {}
+        not_after = (meta.get("annotations") or {}).get(NOT_AFTER_ANNOTATION)
+        if not_after:
+            found.append({"secret": meta.get("name"), "notAfter": not_after})
+    return sorted(found, key=lambda entry: str(entry["secret"]))
