@@ -13,6 +13,10 @@ from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 RELEASE = DEFAULT_DEPRECATING_RELEASE
 
 
+NO_PKI: dict[str, Any] = {"pki": {"issue": False}}
+"""A spec field that keeps the operator from issuing anything for the Shard."""
+
+
 def shard_object(name: str = "root", **spec: Any) -> dict[str, Any]:
     """A Shard object with a valid minimal spec, overridden by ``spec``."""
     base: dict[str, Any] = {"version": "0.34.0", "replicas": 1}

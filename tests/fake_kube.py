@@ -21,7 +21,7 @@ from kcp_shard_operator.kube.client import RefusedError
 from .conftest import RELEASE
 
 Key = tuple[str, str, str]
-WRITES = frozenset({"apply", "replace", "delete", "status"})
+WRITES = frozenset({"apply", "create", "replace", "delete", "status"})
 LOGGER = logging.getLogger("test")
 
 
@@ -112,6 +112,12 @@ class FakeKube:
         meta.pop("resourceVersion", None)
         return self.put({**old, **copy.deepcopy(obj), "metadata": meta})
 
+    def create(self, obj: JSON) -> JSON:
+        self._call("create", obj["kind"], obj["metadata"]["name"])
+        if _key(obj) in self.objects:
+            raise refused(409, "Conflict")
+        return self.put(obj)
+
     def replace(self, obj: JSON, dry_run: bool = False) -> JSON:
         self._call("dry-run" if dry_run else "replace", obj["kind"], obj["metadata"]["name"])
         old = self.objects.get(_key(obj))
@@ -147,9 +153,14 @@ class FakeKube:
         return self.put({**old, "status": _merged(old.get("status"), status)})
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
+        return (self.secret_data(namespace, name) or {}).get(key)
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         self._call("get", "Secret", name)
-        data = (self.objects.get(("Secret", namespace, name)) or {}).get("data") or {}
-        return base64.b64decode(data[key]) if key in data else None
+        secret = self.objects.get(("Secret", namespace, name))
+        if secret is None:
+            return None
+        return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
 
     def roll_out(self, namespace: str, name: str) -> JSON:
         """What the Deployment controller writes once every replica of ``name`` is available:

@@ -10,13 +10,14 @@ import pytest
 
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.planner import contains
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
 from kcp_shard_operator.kube.client import RefusedError, namespace_terminating
 
-from .conftest import RELEASE, make, non_root_object, shard_object
+from .conftest import NO_PKI, RELEASE, make, non_root_object, shard_object
 from .fake_kube import (
     SECRETS,
     Effects,
@@ -52,21 +53,30 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     effects = Effects()
     ctx = context(kube, effects)
     run(ctx, "root")
+    issued = ["root-kcp-ca", "root-kcp-client-ca", "root-kcp-serving", "root-kcp-admin-kubeconfig"]
     assert kube.writes == [
+        *(("create", "Secret", name) for name in issued),
         ("apply", "Service", "root-kcp"),
         ("apply", "PersistentVolumeClaim", "root-kcp-data"),
         ("apply", "Deployment", "root-kcp"),
         ("status", "Shard", "root"),
     ]
-    for child in render_shard(make(shard_object()), None, RELEASE, {}).objects:
+    filled = with_issued(make(shard_object()), None)
+    revisions = {
+        name: kube.objects[("Secret", "ns", name)]["metadata"]["resourceVersion"]
+        for name in filled.spec.secret_names
+    }
+    for child in render_shard(filled, None, RELEASE, revisions).objects:
         assert contains(kube.objects[(child["kind"], "ns", child["metadata"]["name"])], child)
     assert status(kube, "root")["phase"] == "Progressing"
     assert condition(kube, "root", "Ready") == ("False", "RollingOut")
-    assert effects.events == []
+    assert [event.reason for _, event in effects.events] == ["CertificateIssued"] * 4
+    assert [entry["secret"] for entry in status(kube, "root")["certificates"]] == sorted(issued)
 
     watched(ctx, kube.roll_out("ns", "root-kcp"))
+    effects.events.clear()
     run(ctx, "root")
-    assert kube.writes[4:] == [("status", "Shard", "root")]
+    assert kube.writes[8:] == [("status", "Shard", "root")]
     assert (status(kube, "root")["phase"], status(kube, "root")["version"]) == ("Ready", "0.34.0")
     assert [event.reason for _, event in effects.events] == ["RolledOut"]
 
@@ -176,7 +186,7 @@ def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_w
 
 
 def test_an_unreachable_api_server_while_reading_is_reported() -> None:
-    kube = FakeKube(shard_object())
+    kube = FakeKube(shard_object(**NO_PKI))
     ctx = context(kube)
     kube.fail("get", "Service", ConnectionRefusedError())
     run(ctx, "root")
@@ -257,7 +267,7 @@ ADMIN_SECRET = secret("admin", kubeconfig="a3ViZWNvbmZpZw==")
         (non_root_object(**ADMIN), True, False, False, None),
         (shard_object("shard-1", **ADMIN), True, True, False, None),
         (non_root_object(version="0.33.0", **ADMIN), True, True, False, None),
-        (non_root_object(), True, True, False, "NoAdminKubeconfig"),
+        (non_root_object(**NO_PKI), True, True, False, "NoAdminKubeconfig"),
         (non_root_object(adminKubeconfigSecretRef={"name": "nope"}), True, True, False,
          "SecretNotFound"),
     ],

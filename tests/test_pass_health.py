@@ -16,7 +16,7 @@ from kcp_shard_operator.core.health import (
 )
 from kcp_shard_operator.core.model import JSON
 
-from .conftest import non_root_object, shard_object
+from .conftest import NO_PKI, non_root_object, shard_object
 from .fake_kube import SECRETS, Effects, FakeKube, context, run, secret, settle, watched
 from .test_pass import condition, conditions, status
 
@@ -71,7 +71,7 @@ def test_a_verified_shard_is_ready_and_its_data_uid_recorded() -> None:
 
 
 def test_without_an_admin_kubeconfig_ready_says_it_is_not_verified() -> None:
-    kube = FakeKube(shard_object(), non_root_object(), *SECRETS)
+    kube = FakeKube(shard_object(**NO_PKI), non_root_object(**NO_PKI), *SECRETS)
     effects = Effects()
     ctx = context(kube, effects)
     settle(ctx, kube, "root", "shard-1")
@@ -198,7 +198,9 @@ def test_a_missing_admin_secret_is_degraded_but_ready_stays_to_the_pods() -> Non
 
 
 def test_the_registration_is_unknown_when_the_root_has_no_admin_kubeconfig() -> None:
-    kube = FakeKube(shard_object(), non_root_object(**SHARD_ADMIN), *SECRETS, *ADMIN_SECRETS)
+    kube = FakeKube(
+        shard_object(**NO_PKI), non_root_object(**SHARD_ADMIN), *SECRETS, *ADMIN_SECRETS
+    )
     effects = Effects()
     ctx = context(kube, effects)
     settle(ctx, kube, "root", "shard-1")

@@ -90,12 +90,14 @@ def test_namespace_defaults_to_default() -> None:
         (shard_object(rootShardRef={"name": ""}), "spec.rootShardRef.name", "must not be empty"),
         (shard_object(rootShardRef={}), "spec.rootShardRef.name", "is required"),
         (
-            non_root_object(cache={}),
+            non_root_object(cache={}, pki={"issue": False}),
             "spec",
             "need spec.cache.kubeconfigSecretRef",
         ),
         (
-            non_root_object(version="0.32.3", rootShardKubeconfigSecretRef=None),
+            non_root_object(
+                version="0.32.3", rootShardKubeconfigSecretRef=None, pki={"issue": False}
+            ),
             "spec.rootShardKubeconfigSecretRef",
             "still needs --root-shard-kubeconfig-file",
         ),
@@ -137,7 +139,9 @@ def test_new_non_root_needs_no_root_kubeconfig() -> None:
 
 
 def test_configurable_release_changes_requirement() -> None:
-    obj = non_root_object(version="0.34.0", rootShardKubeconfigSecretRef=None)
+    obj = non_root_object(
+        version="0.34.0", rootShardKubeconfigSecretRef=None, pki={"issue": False}
+    )
     with pytest.raises(SpecError, match="still needs"):
         parse_shard(obj, Version.parse("0.35.0"))
 

@@ -54,11 +54,25 @@ def test_not_found_does_not_hide_a_body_a_watch_delivered_meanwhile() -> None:
     assert store.lookup("PodDisruptionBudget", "ns", "p")[1] is not None
 
 
-def test_trimmed_keeps_only_the_metadata_of_a_secret() -> None:
+def test_trimmed_keeps_of_a_secret_its_metadata_and_key_names_but_no_content() -> None:
     secret = obj("s", "4", data={"token": "c2VjcmV0"}, type="Opaque")
     secret["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    secret["metadata"]["uid"] = "u"
+    secret["metadata"]["labels"] = {"kcpshard.dev/issued": "serving"}
+    secret["metadata"]["annotations"] = {
+        "kubectl.kubernetes.io/last-applied-configuration": '{"data":{"token":"c2VjcmV0"}}',
+        "kcpshard.dev/not-after": "2027-01-01T00:00:00Z",
+    }
     assert trimmed("Secret", secret) == {
-        "metadata": {"name": "s", "namespace": "ns", "resourceVersion": "4"}
+        "metadata": {
+            "name": "s",
+            "namespace": "ns",
+            "resourceVersion": "4",
+            "uid": "u",
+            "labels": {"kcpshard.dev/issued": "serving"},
+            "annotations": {"kcpshard.dev/not-after": "2027-01-01T00:00:00Z"},
+        },
+        "keys": ["token"],
     }
     deployment = obj("d", "4", spec={"replicas": 1})
     deployment["metadata"]["managedFields"] = [{"manager": "kubectl-edit"}]

@@ -11,7 +11,12 @@ from typing import Any
 import kopf
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.constants import CLEANUP_ENV, LOG_FORMAT_ENV, LOG_LEVEL_ENV
+from kcp_shard_operator.constants import (
+    CLEANUP_ENV,
+    KCP_CHECKS_ENV,
+    LOG_FORMAT_ENV,
+    LOG_LEVEL_ENV,
+)
 from kcp_shard_operator.controller import handlers
 from kcp_shard_operator.controller.context import PEERING_LIFETIME_SECONDS, Context, Settings
 from kcp_shard_operator.core.versions import InvalidVersionError
@@ -96,6 +101,14 @@ def register(commands: Any) -> None:
         help=f"delete the stale apiexport-identity-cache ConfigMap (default: ${CLEANUP_ENV} or on)",
     )
     parser.add_argument(
+        "--kcp-checks",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="ask kcp through the admin kubeconfigs: the health probe and the identity-cache "
+        "cleanup; off only where pods run no kcp, as on kwok (default: "
+        f"${KCP_CHECKS_ENV} or on)",
+    )
+    parser.add_argument(
         "--log-level",
         default=os.environ.get(LOG_LEVEL_ENV, "info"),
         choices=["debug", "info", "warning", "error"],
@@ -119,12 +132,14 @@ def run(args: argparse.Namespace) -> int:
         deprecating_release=release,
         peering_lifetime=args.peering_lifetime,
         identity_cache_cleanup=_env_bool(CLEANUP_ENV, True) if cleanup is None else cleanup,
+        kcp_checks=_env_bool(KCP_CHECKS_ENV, True) if args.kcp_checks is None else args.kcp_checks,
     )
     configure_logging(args.log_level, args.log_format)
     logging.getLogger("kcp_shard_operator").info(
-        "starting: deprecating kcp release %s, identity-cache cleanup %s",
+        "starting: deprecating kcp release %s, identity-cache cleanup %s, kcp checks %s",
         settings.deprecating_release,
         "on" if settings.identity_cache_cleanup else "off",
+        "on" if settings.kcp_checks else "off",
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry)

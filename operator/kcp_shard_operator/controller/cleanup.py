@@ -11,8 +11,11 @@ from kcp_shard_operator.kube.client import APIError, error_message
 
 def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Condition | None:
     """Delete the stale ConfigMap when the decision says so; the condition to record."""
+    settings = ctx.settings
     decision = identitycache.decide(
-        shard, ctx.settings.deprecating_release, enabled=ctx.settings.identity_cache_cleanup
+        shard,
+        settings.deprecating_release,
+        enabled=settings.identity_cache_cleanup and settings.kcp_checks,
     )
     if decision.action is not identitycache.Action.CLEAN:
         return decision.condition

@@ -4,6 +4,7 @@ clock)."""
 
 from __future__ import annotations
 
+import datetime
 import logging
 import threading
 import time
@@ -35,6 +36,8 @@ class KubeAPI(Protocol):
 
     def apply(self, obj: JSON) -> JSON: ...
 
+    def create(self, obj: JSON) -> JSON: ...
+
     def replace(self, obj: JSON, dry_run: bool = False) -> JSON: ...
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None: ...
@@ -44,6 +47,8 @@ class KubeAPI(Protocol):
     def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON: ...
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None: ...
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
 
 
 def post_event(obj: JSON, event: Event) -> None:
@@ -66,6 +71,8 @@ class Settings:
 
     deprecating_release: Version
     identity_cache_cleanup: bool = True
+    kcp_checks: bool = True
+    """Ask kcp (health probe, identity-cache cleanup); off where pods run no kcp (kwok)."""
     peering_lifetime: int = PEERING_LIFETIME_SECONDS
 
 
@@ -93,6 +100,10 @@ class Context:
     """Shards (by uid) whose namespace is being deleted, with the namespace: nothing more is
     written for them, nor posted about them, until they are deleted too."""
     clock: Callable[[], float] = time.monotonic
+    wall_clock: Callable[[], datetime.datetime] = field(
+        default=lambda: datetime.datetime.now(datetime.UTC)
+    )
+    """The time certificates are issued at and checked against."""
 
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:

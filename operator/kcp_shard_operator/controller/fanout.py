@@ -8,6 +8,7 @@ from typing import Any
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reconcile import reconcile
+from kcp_shard_operator.core import pki
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import parse_shard
 
@@ -27,14 +28,20 @@ def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
 
 
 def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
-    """Shards of ``namespace`` whose pods may mount Secret ``secret``."""
-    names = []
+    """Shards of ``namespace`` whose pods may mount Secret ``secret``, or whose certificates
+    it signs (the installation's CA)."""
+    shards = {}
     for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
         try:
-            shard = parse_shard(body, ctx.settings.deprecating_release)
+            shards[body["metadata"]["name"]] = parse_shard(body, ctx.settings.deprecating_release)
         except SpecError:
             continue
-        if secret in shard.spec.secret_names:
+    names = []
+    for shard in shards.values():
+        ref = shard.spec.root_shard_ref
+        root = shard if ref is None else shards.get(ref.name)
+        filled = pki.with_issued(shard, root)
+        if secret in filled.spec.secret_names or (root and secret == pki.ca_secret(root)):
             names.append(shard.name)
     return names
 

@@ -117,13 +117,14 @@ def on_secret_event(
     logger: Logger,
     **_: Any,
 ) -> None:
-    """Remember the Secret's resourceVersion; a created or rotated one rolls its shards' pods.
+    """Remember the Secret's metadata; a created or rotated one rolls its shards' pods, a
+    deleted one that the operator issued is issued again.
 
     The initial listing (type None) only fills the store.
     """
     ctx = _context(memo)
     _remember(ctx, "Secret", type, body)
-    if type not in ("ADDED", "MODIFIED") or namespace is None:
+    if type not in ("ADDED", "MODIFIED", "DELETED") or namespace is None:
         return
     reconcile_referencing(ctx, namespace, name, logger)
 

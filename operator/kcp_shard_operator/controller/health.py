@@ -50,6 +50,8 @@ def _kubeconfig(ctx: Context, shard: Shard, whose: str) -> bytes | Failure | Non
 
 
 def _target(ctx: Context, shard: Shard, root: Shard | None) -> ProbeTarget | Failure:
+    if not ctx.settings.kcp_checks:
+        return Failure(NO_ADMIN_KUBECONFIG, "not verified: the operator runs with --no-kcp-checks")
     own = _kubeconfig(ctx, shard, "")
     if own is None:
         return no_admin_kubeconfig()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
+from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
@@ -13,6 +14,7 @@ from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_s
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.planner import cause_of, plan
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
@@ -103,6 +105,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         return
     try:
         root = root_of(ctx, shard)
+        issuance = issue(ctx, shard, root, logger)
+        shard = issuance.shard
+        root = None if root is None else with_issued(root, None)
         observed = {
             kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
             for api, kind, _ in CHILD_KINDS
@@ -119,11 +124,14 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
         )
+        shard = parse_shard(obj, release)
         write_status(ctx, obj, shard_status(shard, seen, _now()))
         return
     if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
         _leave(ctx, uid, namespace, logger)
         return
+    for issued in issuance.events:
+        ctx.post(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     decision = plan(shard, root, observed, release, revisions, classes)
     failures: list[str] = []
@@ -169,6 +177,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         storage=decision.storage,
         claim=observed.get("PersistentVolumeClaim"),
         storage_problems=decision.storage_problems,
+        pki_problems=issuance.problems,
+        certificates=issuance.certificates,
         health=shard_health(ctx, shard, root, obj, deployment, logger),
     )
     status = shard_status(shard, seen, _now())

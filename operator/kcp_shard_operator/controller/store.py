@@ -14,6 +14,7 @@ import json
 import threading
 from collections.abc import Callable
 
+from kcp_shard_operator.constants import API_GROUP
 from kcp_shard_operator.core.model import JSON
 
 Entry = tuple[int | None, str] | None
@@ -26,14 +27,15 @@ def _resource_version(body: JSON) -> int | None:
 
 
 def trimmed(kind: str, body: JSON) -> JSON:
-    """What the cache keeps of ``body``: all of it, but of a Secret its metadata only and
-    of a Pod what tells why it does not run (its labels, conditions and container states).
+    """What the cache keeps of ``body``: all of it, but of a Secret its metadata
+    (:func:`_secret_metadata`) and the names of its keys, and of a Pod what tells why it
+    does not run (its labels, conditions and container states).
 
     managedFields stay: they tell which fields another manager added by hand.
     """
     meta = body.get("metadata") or {}
     if kind == "Secret":
-        return {"metadata": {k: meta[k] for k in ("name", "namespace", "resourceVersion")}}
+        return {"metadata": _secret_metadata(meta), "keys": sorted(body.get("data") or {})}
     if kind == "Pod":
         status = body.get("status") or {}
         return {
@@ -49,6 +51,22 @@ def trimmed(kind: str, body: JSON) -> JSON:
             },
         }
     return body
+
+
+def _secret_metadata(meta: JSON) -> JSON:
+    """A Secret's identity, labels and the operator's own annotations: never another
+    annotation, which may hold the content (kubectl's last-applied-configuration does)."""
+    kept: JSON = {
+        k: meta[k] for k in ("name", "namespace", "resourceVersion", "uid", "labels") if k in meta
+    }
+    ours = {
+        key: value
+        for key, value in (meta.get("annotations") or {}).items()
+        if key.startswith(f"{API_GROUP}/")
+    }
+    if ours:
+        kept["annotations"] = ours
+    return kept
 
 
 class Store:

@@ -43,6 +43,18 @@ def status_schema() -> JSON:
                 "cluster when the operator first verified it. kcp creates that object on an "
                 "empty etcd only: another UID means the shard's data is gone (DataLost).",
             },
+            "certificates": {
+                "type": "array",
+                "description": "The certificates and kubeconfigs the operator issued for the "
+                "shard (spec.pki), and when each expires.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "secret": {"type": "string"},
+                        "notAfter": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
             "conditions": {
                 "type": "array",
                 "items": _condition_schema(),

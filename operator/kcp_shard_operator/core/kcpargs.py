@@ -10,14 +10,9 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.flags import flag_name, retire
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.service import PORT, service_url
-from kcp_shard_operator.core.spec import (
-    CASecretKeyRef,
-    LocalObjectRef,
-    SecretKeyRef,
-    Shard,
-    missing_root_kubeconfig,
-)
+from kcp_shard_operator.core.spec import Shard, missing_root_kubeconfig
 from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,

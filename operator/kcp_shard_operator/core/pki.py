@@ -17,24 +17,21 @@ decides from the metadata the watch keeps, without reading any key.
 
 from __future__ import annotations
 
+import base64
 import datetime
 import hashlib
 import ipaddress
 import json
 from dataclasses import dataclass, replace
 from enum import Enum
-from urllib.parse import urlsplit
 
 from kcp_shard_operator.constants import API_GROUP, FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.pkispec import duration_seconds, url_host
+from kcp_shard_operator.core.refs import LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.service import service_url
-from kcp_shard_operator.core.spec import (
-    LocalObjectRef,
-    SecretKeyRef,
-    Shard,
-    duration_seconds,
-)
+from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.versions import (
     ROOT_SHARD_KUBECONFIG_FLAG,
     Role,
@@ -135,10 +132,6 @@ def _lifetimes(owner: Shard) -> tuple[int, int]:
     )
 
 
-def _host(url: str | None) -> str | None:
-    return urlsplit(url).hostname if url else None
-
-
 def _serving(shard: Shard) -> Request:
     service = child_name(shard)
     hosts = [
@@ -150,7 +143,7 @@ def _serving(shard: Shard) -> Request:
     ]
     ips = ["127.0.0.1"]
     for url in (shard.spec.base_url, shard.spec.external_url):
-        host = _host(url)
+        host = url_host(url) if url else None
         if host is None:
             continue
         try:
@@ -202,11 +195,35 @@ def needs_root_kubeconfig(shard: Shard, deprecating_release: Version) -> bool:
     )
 
 
-def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[Request]:
-    """What the pass over ``shard`` issues, CA first; nothing without ``spec.pki.issue`` or,
-    for a non-root shard, without its root Shard (``root``)."""
+def issues_client_certificates(shard: Shard) -> bool:
+    """Whether a client certificate the operator signs reaches ``shard``: it serves the
+    operator's serving certificate and trusts the operator's CA (neither is the user's)."""
+    tls = shard.spec.tls
+    return (
+        shard.spec.pki.issue
+        and tls.serving_cert_secret_ref is None
+        and tls.client_ca_secret_ref is None
+    )
+
+
+def _installation_root(shard: Shard, root: Shard | None) -> Shard | None:
+    """The root of ``shard``'s installation when the operator issues for ``shard``."""
     installation_root = shard if shard.spec.is_root else root
     if not shard.spec.pki.issue or installation_root is None:
+        return None
+    return installation_root
+
+
+def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[Request]:
+    """What the pass over ``shard`` issues, CA first; nothing without ``spec.pki.issue`` or,
+    for a non-root shard, without its root Shard (``root``).
+
+    A kubeconfig is issued only for a shard that a client certificate of the operator's CA
+    reaches (:func:`issues_client_certificates`): one signed for a shard that trusts the
+    user's CA, or served with the user's certificate, would not work.
+    """
+    installation_root = _installation_root(shard, root)
+    if installation_root is None:
         return []
     names = Names(installation_root.name)
     spec = shard.spec
@@ -219,11 +236,12 @@ def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> 
         )
     if spec.tls.serving_cert_secret_ref is None:
         found.append(_serving(shard))
-    if spec.admin_kubeconfig_secret_ref is None or (
-        spec.logical_cluster_admin_kubeconfig_secret_ref is None
+    if issues_client_certificates(shard) and (
+        spec.admin_kubeconfig_secret_ref is None
+        or spec.logical_cluster_admin_kubeconfig_secret_ref is None
     ):
         found.append(_admin(shard))
-    if not spec.is_root:
+    if not spec.is_root and issues_client_certificates(installation_root):
         if spec.cache.kubeconfig_secret_ref is None:
             found.append(
                 _kubeconfig(
@@ -246,30 +264,30 @@ def with_issued(shard: Shard, root: Shard | None) -> Shard:
     """``shard`` with every reference it leaves unset pointing at the Secret issued for it,
     and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
     kubeconfig needs one (kcp requires it with that flag)."""
-    installation_root = shard if shard.spec.is_root else root
-    if not shard.spec.pki.issue or installation_root is None:
+    installation_root = _installation_root(shard, root)
+    if installation_root is None:
         return shard
     names = Names(installation_root.name)
     spec = shard.spec
-    admin = SecretKeyRef(admin_kubeconfig_secret(shard))
     tls = replace(
         spec.tls,
         serving_cert_secret_ref=spec.tls.serving_cert_secret_ref
         or LocalObjectRef(serving_secret(shard)),
         client_ca_secret_ref=spec.tls.client_ca_secret_ref or LocalObjectRef(names.client_ca),
     )
-    filled = replace(
-        spec,
-        tls=tls,
-        admin_kubeconfig_secret_ref=spec.admin_kubeconfig_secret_ref or admin,
-    )
-    if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
+    filled = replace(spec, tls=tls)
+    if issues_client_certificates(shard):
+        admin = SecretKeyRef(admin_kubeconfig_secret(shard))
         filled = replace(
-            filled,
-            logical_cluster_admin_kubeconfig_secret_ref=admin,
-            external_url=spec.external_url or shard_url(shard),
+            filled, admin_kubeconfig_secret_ref=spec.admin_kubeconfig_secret_ref or admin
         )
-    if not spec.is_root:
+        if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
+            filled = replace(
+                filled,
+                logical_cluster_admin_kubeconfig_secret_ref=admin,
+                external_url=spec.external_url or shard_url(shard),
+            )
+    if not spec.is_root and issues_client_certificates(installation_root):
         cache = spec.cache.kubeconfig_secret_ref or SecretKeyRef(names.cache_kubeconfig)
         root_admin = installation_root.spec.admin_kubeconfig_secret_ref or SecretKeyRef(
             admin_kubeconfig_secret(installation_root)
@@ -280,6 +298,38 @@ def with_issued(shard: Shard, root: Shard | None) -> Shard:
             root_shard_kubeconfig_secret_ref=spec.root_shard_kubeconfig_secret_ref or root_admin,
         )
     return replace(shard, spec=filled)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def kubeconfig_document(request: Request, ca_pem: str, certificate_pem: str, key_pem: str) -> str:
+    """The kubeconfig of ``request`` (JSON, which every kubeconfig reader takes as YAML)."""
+    context = request.context or SHARD_BASE_CONTEXT
+    user = request.common_name
+    document = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [
+            {
+                "name": context,
+                "cluster": {"server": request.server, "certificate-authority-data": _b64(ca_pem)},
+            }
+        ],
+        "users": [
+            {
+                "name": user,
+                "user": {
+                    "client-certificate-data": _b64(certificate_pem),
+                    "client-key-data": _b64(key_pem),
+                },
+            }
+        ],
+        "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
+        "current-context": context,
+    }
+    return json.dumps(document, indent=2) + "\n"
 
 
 class Action(Enum):
@@ -349,7 +399,7 @@ def secret_object(
     signer: str | None,
     not_after: datetime.datetime,
 ) -> JSON:
-    """The issued Secret (``data`` base64-encoded), owned by the request's Shard."""
+    """The issued Secret holding ``data`` (encoded here), owned by the request's Shard."""
     owner = request.owner
     annotations = {
         REQUEST_ANNOTATION: request.digest,
@@ -383,7 +433,7 @@ def secret_object(
         "kind": "Secret",
         "metadata": meta,
         "type": secret_type,
-        "data": data,
+        "data": {key: _b64(value) for key, value in data.items()},
     }
 
 

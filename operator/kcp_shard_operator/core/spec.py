@@ -14,7 +14,9 @@ from typing import Any
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.pkispec import URL_PATTERN, PKISpec, check_pki, url_host
 from kcp_shard_operator.core.quantity import quantity
+from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.versions import (
     MINIMUM_KCP_VERSION,
     VERSION_PATTERN,
@@ -28,7 +30,6 @@ DEFAULT_REPLICAS = 1
 MAX_REPLICAS = 10
 MAX_EXTRA_ARGS = 64
 MAX_ARG_LENGTH = 1024
-KUBECONFIG_KEY = "kubeconfig"
 # Children are named <name>-kcp; a Service name is a DNS-1035 label of at most 63 characters.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_NAME_LENGTH = 63 - len("-kcp")
@@ -84,30 +85,19 @@ TOLERATION_SCHEMA: JSON = {
         },
     ],
 }
-CA_KEY = "ca.crt"
 
 
-@dataclass(frozen=True)
-class LocalObjectRef:
-    """A reference to an object in the Shard's namespace."""
-
-    name: str = field("name", "Name of the object.", minLength=1)
-
-
-@dataclass(frozen=True)
-class SecretKeyRef:
-    """A key of a Secret in the Shard's namespace."""
-
-    name: str = field("name", "Name of the Secret.", minLength=1)
-    key: str = field("key", "Key in the Secret.", default=KUBECONFIG_KEY, minLength=1)
+def _url_rule(path: str) -> dict[str, Any]:
+    return {
+        "maxLength": 2048,
+        "x-kubernetes-validations": [
+            {"rule": f"self.matches({URL_PATTERN!r})", "message": _url_message(path)}
+        ],
+    }
 
 
-@dataclass(frozen=True)
-class CASecretKeyRef:
-    """A CA bundle in a key of a Secret in the Shard's namespace."""
-
-    name: str = field("name", "Name of the Secret.", minLength=1)
-    key: str = field("key", "Key in the Secret.", default=CA_KEY, minLength=1)
+def _url_message(path: str) -> str:
+    return f"{path} must be an https URL with a host, e.g. https://kcp.example.com:6443"
 
 
 @dataclass(frozen=True)
@@ -243,47 +233,6 @@ class TLSSpec:
     )
 
 
-DURATION_PATTERN = r"^([0-9]+h)?([0-9]+m)?([0-9]+s)?$"
-DEFAULT_CERTIFICATE_LIFETIME = "8760h"
-DEFAULT_RENEW_BEFORE = "720h"
-
-
-@dataclass(frozen=True)
-class PKISpec:
-    """Certificates and kubeconfigs the operator issues for what the Shard leaves unset."""
-
-    issue: bool = field(
-        "issue",
-        "Issue every certificate, CA bundle and kubeconfig the Shard mounts and no *SecretRef "
-        "names: the serving certificate, the client CA, the admin and logical-cluster-admin "
-        "kubeconfig, and on non-root shards the cache and root-shard kubeconfigs. A set "
-        "*SecretRef is used as it is. false: nothing is issued.",
-        default=True,
-    )
-    ca_secret_ref: LocalObjectRef | None = field(
-        "caSecretRef",
-        "On a root shard: a Secret with tls.crt and tls.key of a CA that signs the "
-        "installation's certificates instead of one the operator generates (<root>-kcp-ca).",
-        default=None,
-    )
-    certificate_lifetime: str = field(
-        "certificateLifetime",
-        "Lifetime of the certificates issued for this Shard (hours, minutes, seconds as in "
-        "8760h or 90m; at least 10m).",
-        default=DEFAULT_CERTIFICATE_LIFETIME,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
-    renew_before: str = field(
-        "renewBefore",
-        "How long before expiry a certificate is issued again (shorter than "
-        "certificateLifetime); the pods that mount it roll.",
-        default=DEFAULT_RENEW_BEFORE,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
-
-
 @dataclass(frozen=True)
 class Rule:
     """A cross-field rule: CEL for the API server, ``holds`` for offline checks.
@@ -330,9 +279,18 @@ class ShardSpec:
         default=None,
     )
     base_url: str | None = field(
-        "baseURL", "--shard-base-url; defaults to the Service URL.", default=None
+        "baseURL",
+        "--shard-base-url; defaults to the Service URL.",
+        default=None,
+        **_url_rule("spec.baseURL"),
     )
-    external_url: str | None = field("externalURL", "--shard-external-url.", default=None)
+    external_url: str | None = field(
+        "externalURL",
+        "--shard-external-url; defaults to the base URL where the operator issues the "
+        "logical-cluster-admin kubeconfig.",
+        default=None,
+        **_url_rule("spec.externalURL"),
+    )
     cache: CacheSpec = field("cache", "Cache server access.", default_factory=CacheSpec)
     root_shard_kubeconfig_secret_ref: SecretKeyRef | None = field(
         "rootShardKubeconfigSecretRef",
@@ -524,7 +482,10 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         if rule.holds is not None and not rule.holds(spec):
             raise SpecError("spec", rule.message)
     _check_free_form(spec)
-    _check_pki(spec.pki)
+    for path, url in (("spec.baseURL", spec.base_url), ("spec.externalURL", spec.external_url)):
+        if url is not None and url_host(url) is None:
+            raise SpecError(path, f"{url!r}: {_url_message(path)}")
+    check_pki(spec.pki)
     if (
         not spec.is_root
         and not spec.pki.issue
@@ -532,34 +493,6 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         and spec.root_shard_kubeconfig_secret_ref is None
     ):
         raise missing_root_kubeconfig(version, deprecating_release)
-
-
-MINIMUM_CERTIFICATE_LIFETIME = 600
-
-
-def duration_seconds(text: str) -> int | None:
-    """Seconds of a duration such as ``8760h``, ``90m`` or ``1h30m``; None if it is not one."""
-    found = re.fullmatch(DURATION_PATTERN, text)
-    if not text or found is None:
-        return None
-    hours, minutes, seconds = (int(part[:-1]) if part else 0 for part in found.groups())
-    return hours * 3600 + minutes * 60 + seconds
-
-
-def _check_pki(pki: PKISpec) -> None:
-    lifetime = duration_seconds(pki.certificate_lifetime)
-    renew = duration_seconds(pki.renew_before)
-    if lifetime is None or lifetime < MINIMUM_CERTIFICATE_LIFETIME:
-        raise SpecError(
-            "spec.pki.certificateLifetime",
-            f"{pki.certificate_lifetime!r} is not a duration of at least 10m (e.g. 8760h)",
-        )
-    if renew is None or not 0 < renew < lifetime:
-        raise SpecError(
-            "spec.pki.renewBefore",
-            f"{pki.renew_before!r} must be a duration (e.g. 720h) shorter than "
-            f"spec.pki.certificateLifetime ({pki.certificate_lifetime})",
-        )
 
 
 def _check_free_form(spec: ShardSpec) -> None:

@@ -48,6 +48,10 @@ class Observation:
     claim: JSON | None = None
     """The live PersistentVolumeClaim of the shard's data, if any."""
     storage_problems: list[tuple[str, str]] = field(default_factory=list)
+    pki_problems: list[tuple[str, str]] = field(default_factory=list)
+    """What kept the operator from issuing a certificate (reason, message)."""
+    certificates: list[JSON] = field(default_factory=list)
+    """``status.certificates``: the issued Secrets and when each expires."""
     health: Health | None = None
     """What kcp answered (:mod:`kcp_shard_operator.core.health`); None while rolling out."""
 
@@ -150,6 +154,7 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
         found.append((seen.error_reason, seen.error))
     found += [("ApplyFailed", error) for error in seen.apply_errors]
     found += seen.storage_problems
+    found += seen.pki_problems
     if seen.missing_secrets:
         found.append(
             (
@@ -303,6 +308,8 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     }
     if version:
         status["version"] = version
+    if seen.certificates:
+        status["certificates"] = seen.certificates
     data_uid = (seen.health and seen.health.data_uid) or previous.get("dataUID")
     if data_uid:
         status["dataUID"] = data_uid

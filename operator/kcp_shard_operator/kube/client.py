@@ -121,6 +121,17 @@ class Kube:
             {"fieldManager": FIELD_MANAGER, "force": "true"},
         )
 
+    def create(self, obj: JSON) -> JSON:
+        """POST ``obj``: a 409 AlreadyExists when another writer created it first."""
+        meta = obj["metadata"]
+        return self._written(
+            "POST",
+            path_of(obj["apiVersion"], obj["kind"], meta["namespace"]),
+            obj,
+            "application/json",
+            {"fieldManager": FIELD_MANAGER},
+        )
+
     def replace(self, obj: JSON, dry_run: bool = False) -> JSON:
         """PUT ``obj`` as it is (it carries the resourceVersion it replaces)."""
         meta = obj["metadata"]
@@ -160,9 +171,14 @@ class Kube:
         return written
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
+        return (self.secret_data(namespace, name) or {}).get(key)
+
+    def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
+        """The decoded data of a Secret; None when it does not exist."""
         secret = self.get("v1", "Secret", namespace, name)
-        data = (secret or {}).get("data") or {}
-        return base64.b64decode(data[key]) if key in data else None
+        if secret is None:
+            return None
+        return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
 
 
 def _refusal(response: Any) -> RefusedError:

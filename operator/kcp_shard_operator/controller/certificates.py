@@ -1,0 +1,183 @@
+"""The PKI step of a pass: issue or renew what :func:`core.pki.requests` asks for, from the
+metadata the watch keeps; a CA key is read only when something is signed."""
+
+from __future__ import annotations
+
+import datetime
+from dataclasses import dataclass, field
+
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.reads import read
+from kcp_shard_operator.core import pki
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.status import Event
+from kcp_shard_operator.issuer import x509
+from kcp_shard_operator.kube.client import APIError, RefusedError, error_message
+
+CONFLICT = 409
+CERTIFICATE_CONFLICT = "CertificateConflict"
+INVALID_CA = "InvalidCA"
+ISSUE_FAILED = "IssueFailed"
+PAST = {pki.Action.ISSUE: "issued", pki.Action.RENEW: "renewed"}
+PURPOSES = {
+    pki.Purpose.CA: "CA",
+    pki.Purpose.CLIENT_CA: "client CA bundle",
+    pki.Purpose.SERVING: "serving certificate",
+    pki.Purpose.KUBECONFIG: "kubeconfig",
+}
+
+
+@dataclass
+class Issuance:
+    """What the step did: the Shard with the issued references filled in, what went wrong
+    (reason, message), the Events to post and ``status.certificates``."""
+
+    shard: Shard
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    certificates: list[JSON] = field(default_factory=list)
+
+
+@dataclass
+class _Signer:
+    """The CA of an installation: its Secret's metadata, and its key once loaded."""
+
+    secret: str
+    meta: JSON | None
+    ca: x509.CA | None = None
+
+
+def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Issuance:
+    """Issue what ``shard`` leaves unset; the Shard as the rest of the pass renders it."""
+    requests = pki.requests(shard, root, ctx.settings.deprecating_release)
+    done = Issuance(pki.with_issued(shard, root))
+    if not requests:
+        return done
+    installation_root = shard if shard.spec.is_root else root
+    assert installation_root is not None
+    ca_name = pki.ca_secret(installation_root)
+    user_ca = installation_root.spec.pki.ca_secret_ref is not None
+    signer = _Signer(ca_name, read(ctx, "v1", "Secret", shard.namespace, ca_name))
+    if user_ca and signer.meta is None:
+        done.problems.append(
+            (
+                INVALID_CA,
+                f"Secret {ca_name} (spec.pki.caSecretRef of Shard {installation_root.name}) "
+                "not found: nothing is issued",
+            )
+        )
+        return done
+    now = ctx.wall_clock()
+    issued: list[JSON] = []
+    for request in requests:
+        live = read(ctx, "v1", "Secret", shard.namespace, request.secret)
+        signed_by = None if request.purpose is pki.Purpose.CA else _signer_id(signer)
+        verdict = pki.verdict(request, live, signed_by, now)
+        if verdict.action is pki.Action.CONFLICT:
+            done.problems.append((CERTIFICATE_CONFLICT, verdict.why))
+            if request.purpose is pki.Purpose.CA:
+                break
+            continue
+        if verdict.action is pki.Action.KEEP:
+            issued.append(live or {})
+            continue
+        try:
+            written = _write(ctx, request, live, signer, now)
+        except x509.CAError as err:
+            done.problems.append((INVALID_CA, f"{err}: nothing is issued"))
+            break
+        except APIError as err:
+            done.problems.append((ISSUE_FAILED, f"Secret {request.secret}: {error_message(err)}"))
+            break
+        ctx.store.put("Secret", written)
+        issued.append(written)
+        if request.purpose is pki.Purpose.CA:
+            signer.meta = written
+        done.events.append(_event(request, verdict, written))
+        logger.info("%s Secret %s (%s)", PAST[verdict.action], request.secret, verdict.why)
+    done.certificates = pki.certificates_status(issued)
+    return done
+
+
+def _signer_id(signer: _Signer) -> str | None:
+    return pki.signer_id(signer.meta) if signer.meta is not None else None
+
+
+def _ca(ctx: Context, namespace: str, signer: _Signer, now: datetime.datetime) -> x509.CA:
+    if signer.ca is None:
+        data = ctx.kube.secret_data(namespace, signer.secret) or {}
+        signer.ca = x509.load_ca(signer.secret, data.get("tls.crt"), data.get("tls.key"), now)
+    return signer.ca
+
+
+def _write(
+    ctx: Context, request: pki.Request, live: JSON | None, signer: _Signer, now: datetime.datetime
+) -> JSON:
+    """Sign and write the Secret of ``request``: created when absent, else replaced at the
+    resourceVersion the verdict was made on."""
+    namespace = request.owner.namespace
+    if request.purpose is pki.Purpose.CA:
+        ca, made = x509.new_ca(request, now)
+        signer.ca = ca
+        data = {
+            "tls.crt": made.certificate_pem,
+            "tls.key": made.key_pem,
+            "ca.crt": made.certificate_pem,
+        }
+        body = pki.secret_object(request, data, "kubernetes.io/tls", None, made.not_after)
+    else:
+        ca = _ca(ctx, namespace, signer, now)
+        signed_by = _signer_id(signer)
+        body = _leaf(request, ca, signed_by, now)
+    if live is None:
+        try:
+            return ctx.kube.create(body)
+        except RefusedError as err:
+            if err.status != CONFLICT:
+                raise
+            # Another pass (of a Shard of the same installation) created it first.
+            found = ctx.kube.get("v1", "Secret", namespace, request.secret)
+            if found is None:
+                raise
+            return found
+    body["metadata"]["resourceVersion"] = (live.get("metadata") or {}).get("resourceVersion")
+    return ctx.kube.replace(body)
+
+
+def _leaf(request: pki.Request, ca: x509.CA, signed_by: str | None, now: datetime.datetime) -> JSON:
+    if request.purpose is pki.Purpose.CLIENT_CA:
+        data = {"ca.crt": ca.certificate_pem}
+        return pki.secret_object(
+            request, data, "Opaque", signed_by, ca.certificate.not_valid_after_utc
+        )
+    made = x509.sign(ca, request, now)
+    if request.purpose is pki.Purpose.SERVING:
+        data = {
+            "tls.crt": made.certificate_pem,
+            "tls.key": made.key_pem,
+            "ca.crt": ca.certificate_pem,
+        }
+        return pki.secret_object(request, data, "kubernetes.io/tls", signed_by, made.not_after)
+    document = pki.kubeconfig_document(
+        request, ca.certificate_pem, made.certificate_pem, made.key_pem
+    )
+    return pki.secret_object(request, {"kubeconfig": document}, "Opaque", signed_by, made.not_after)
+
+
+def _event(request: pki.Request, verdict: pki.Verdict, written: JSON) -> Event:
+    what = PURPOSES[request.purpose]
+    not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(
+        pki.NOT_AFTER_ANNOTATION, ""
+    )
+    if verdict.action is pki.Action.ISSUE:
+        return Event(
+            "Normal",
+            "CertificateIssued",
+            f"issued {what} Secret {request.secret} (valid until {not_after})",
+        )
+    return Event(
+        "Normal",
+        "CertificateRenewed",
+        f"renewed {what} Secret {request.secret} ({verdict.why}; valid until {not_after})",
+    )

@@ -1,0 +1,1 @@
+"""Signing what the core decided to issue."""
