@@ -117,9 +117,9 @@ def _write(
     """Sign and write the Secret of ``request``: created when absent, else replaced at the
     resourceVersion the verdict was made on."""
     namespace = request.owner.namespace
+    made_ca = None
     if request.purpose is pki.Purpose.CA:
-        ca, made = x509.new_ca(request, now)
-        signer.ca = ca
+        made_ca, made = x509.new_ca(request, now)
         data = {
             "tls.crt": made.certificate_pem,
             "tls.key": made.key_pem,
@@ -127,22 +127,25 @@ def _write(
         }
         body = pki.secret_object(request, data, "kubernetes.io/tls", None, made.not_after)
     else:
-        ca = _ca(ctx, namespace, signer, now)
-        signed_by = _signer_id(signer)
-        body = _leaf(request, ca, signed_by, now)
-    if live is None:
+        body = _leaf(request, _ca(ctx, namespace, signer, now), _signer_id(signer), now)
+    if live is not None:
+        body["metadata"]["resourceVersion"] = (live.get("metadata") or {}).get("resourceVersion")
+        written = ctx.kube.replace(body)
+    else:
         try:
-            return ctx.kube.create(body)
+            written = ctx.kube.create(body)
         except RefusedError as err:
             if err.status != CONFLICT:
                 raise
-            # Another pass (of a Shard of the same installation) created it first.
+            # Another pass (over a Shard of the same installation) created it first: its
+            # CA signs, read from the API when needed.
             found = ctx.kube.get("v1", "Secret", namespace, request.secret)
             if found is None:
                 raise
             return found
-    body["metadata"]["resourceVersion"] = (live.get("metadata") or {}).get("resourceVersion")
-    return ctx.kube.replace(body)
+    if made_ca is not None:
+        signer.ca = made_ca
+    return written
 
 
 def _leaf(request: pki.Request, ca: x509.CA, signed_by: str | None, now: datetime.datetime) -> JSON:
