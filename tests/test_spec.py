@@ -139,9 +139,7 @@ def test_new_non_root_needs_no_root_kubeconfig() -> None:
 
 
 def test_configurable_release_changes_requirement() -> None:
-    obj = non_root_object(
-        version="0.34.0", rootShardKubeconfigSecretRef=None, pki={"issue": False}
-    )
+    obj = non_root_object(version="0.34.0", rootShardKubeconfigSecretRef=None, pki={"issue": False})
     with pytest.raises(SpecError, match="still needs"):
         parse_shard(obj, Version.parse("0.35.0"))
 
