@@ -61,7 +61,8 @@ def running_operator(
     Afterwards, also after a failure, the Shards in ``namespaces`` are deleted while the operator
     still runs, so that it removes its finalizer and the namespaces can go.
     """
-    operator = OperatorProcess(cluster=as_sa, args=args, log_path=log_path)
+    # kwok pods run no kcp: the operator does not ask it.
+    operator = OperatorProcess(cluster=as_sa, args=[*args, "--no-kcp-checks"], log_path=log_path)
     operator.start()
     try:
         yield operator

@@ -26,7 +26,7 @@ from .kcp import ShardedKcp, identity, root_state
 from .shards import Kubectl, apply, events, get, patch_spec, placeholder_secrets, shard, wait_ready
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks]
 
 CLEANED = "IdentityCacheCleaned"
 ADMIN_SECRET = "shard-1-admin"

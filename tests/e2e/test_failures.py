@@ -211,6 +211,7 @@ def test_unschedulable_pods_and_missing_secrets_are_reported(
     log(f"measured: created Secret found in {time.monotonic() - start:.1f}s")
 
 
+@pytest.mark.kcp_checks
 def test_secret_content_never_reaches_status_events_or_log(
     operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
 ) -> None:

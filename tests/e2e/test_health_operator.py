@@ -26,7 +26,7 @@ from .capture import uncaptured
 from .kcp import ShardedKcp, kcp_binaries, start_sharded_kcp
 from .shards import Kubectl, apply, events, get, shard
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks]
 
 DATA_UID_PATH = "/clusters/system:shard/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
 REGISTRATION_PATH = "/clusters/root/apis/core.kcp.io/v1alpha1/shards/shard-1"

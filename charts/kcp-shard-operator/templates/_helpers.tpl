@@ -117,9 +117,12 @@ or one Role per watched namespace.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+# Secrets: read what the Shards mount; create and update (PUT) the certificates and
+# kubeconfigs the operator issues (spec.pki). Never patch or delete: a user's Secret is
+# never written, and issued ones go with their Shard (owner reference).
 - apiGroups: [""]
   resources: ["secrets"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "create", "update"]
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
