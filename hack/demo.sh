@@ -8,7 +8,8 @@
 #
 # kwok pods run no containers, so the chart's operator Deployment is scheduled
 # but never executes; the same code runs here as a local process instead, with
-# exactly the RBAC the chart grants. CLUSTER=kind runs everything as real pods.
+# exactly the RBAC the chart grants, and without asking kcp (--no-kcp-checks: no kcp
+# runs in kwok's pods). CLUSTER=kind runs everything as real pods.
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" demo
 
@@ -67,29 +68,32 @@ wait_served() {
 }
 
 # CLUSTER=kind: real pods. The images are built and loaded, the operator runs in-cluster
-# from its image, and a root and a non-root Shard on the locally built kcp (with generated
-# certificates and kubeconfigs) replace the samples, whose Secrets are placeholders.
-# The chart watches the Shards' namespace only (watchNamespaces: a Role there, as the
+# from its image, and the samples are applied as they are: the operator issues every
+# certificate and kubeconfig, kind's local-path provisioner backs the claims, and the kcp
+# image the Shards default to is the local build of that release (hack/image.sh kcp).
+# The chart watches the samples' namespace only (watchNamespaces: a Role there, as the
 # README's kind path installs it), so the namespace exists before the chart.
 up_kind() {
-  local start=${SECONDS} ns=kcp-demo
+  local start=${SECONDS} ns="${SAMPLES_NS}"
   log "building the operator and kcp images and loading them into the kind cluster"
   make -C "${REPO_DIR}" --no-print-directory image
-  kubectl create namespace "${ns}" --dry-run=client -o yaml | kubectl apply -f -
+  kubectl apply -f "${REPO_DIR}/manifests/samples/00-namespace.yaml"
   log "installing the chart, watching namespace ${ns}"
   helm upgrade --install "${RELEASE}" "${REPO_DIR}/charts/kcp-shard-operator" \
     --namespace "${OPERATOR_NS}" --create-namespace --wait --timeout 300s --set image.pullPolicy=Never \
     --set-json "watchNamespaces=[\"${ns}\"]"
   kubectl -n "${OPERATOR_NS}" rollout restart "deployment/${RELEASE}"
   kubectl -n "${OPERATOR_NS}" rollout status "deployment/${RELEASE}" --timeout=180s
-  log "applying a root and a non-root Shard (kcp from the local image) with generated Secrets"
-  (cd "${REPO_DIR}" && .venv/bin/python -m tests.kind.demo_shards "${ns}") | kubectl apply -f -
+  log "applying manifests/samples/ (a root Shard and shard-1, nothing else)"
+  kubectl apply -f "${REPO_DIR}/manifests/samples/"
   wait_served "${ns}" 60
-  log "waiting for both Shards to be Ready (real kcp pods)"
+  log "waiting for both Shards to be Ready (real kcp pods, verified by the operator)"
   kubectl -n "${ns}" wait shards --all --for=jsonpath='{.status.phase}'=Ready --timeout=600s
-  kubectl -n "${ns}" get shards,deployments,pods
+  kubectl -n "${ns}" get shards,deployments,pods,secrets
   log "demo ready in $((SECONDS - start))s; the operator runs in namespace ${OPERATOR_NS}"
   echo "export KUBECONFIG=${KUBECONFIG}"
+  echo "admin kubeconfig of the root shard: .venv/bin/kcp-shard-operator kubeconfig root -n ${ns} --server https://localhost:6443 -o root.kubeconfig"
+  echo "  with: kubectl -n ${ns} port-forward svc/root-kcp 6443"
 }
 
 up() {
@@ -109,7 +113,7 @@ up() {
   stop_operator
   write_operator_kubeconfig
   KUBECONFIG="${OPERATOR_KUBECONFIG}" nohup "${REPO_DIR}/.venv/bin/kcp-shard-operator" run \
-    --all-namespaces --standalone --liveness-port "${DEMO_LIVENESS_PORT:-18080}" \
+    --all-namespaces --standalone --liveness-port "${DEMO_LIVENESS_PORT:-18080}" --no-kcp-checks \
     >"${OPERATOR_LOG}" 2>&1 &
   echo $! >"${PID_FILE}"
   log "applying manifests/samples/"

@@ -15,7 +15,8 @@
 # built into a wheelhouse on the host (containers here cannot reach the package index).
 # kcp images are FROM scratch with the static binary at /kcp (what the rendered
 # Deployment runs): kcp-shard-operator-kind/kcp:v<KCP_VERSION> and, for the stand-in
-# without the identitycache controller, :v<KCP_VERSION>-without-identitycache.
+# without the identitycache controller, :v<KCP_VERSION>-without-identitycache; the first is
+# also tagged ghcr.io/kcp-dev/kcp:v<KCP_VERSION>, the image the samples' Shards default to.
 # hack/kind.sh check runs first (root, disk, a running Docker engine).
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" image
@@ -26,6 +27,7 @@ APP_VERSION="$(awk '$1 == "appVersion:" { gsub(/"/, "", $2); print $2 }' "${REPO
 OPERATOR_IMAGE="${OPERATOR_IMAGE:-kcp-shard-operator:${APP_VERSION}}"
 KCP_IMAGE_REPOSITORY="${PREFIX}/kcp"
 UPSTREAM_PYTHON=python:3.11-slim-bookworm
+UPSTREAM_KCP=ghcr.io/kcp-dev/kcp
 
 python_base() {
   if image_exists "${UPSTREAM_PYTHON}"; then
@@ -95,6 +97,10 @@ cmd_kcp() {
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}" "${KCP_BINARY}"
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache" \
     "$(dirname "${KCP_BINARY}")/kcp-without-identitycache"
+  # Also under the Shards' default image name, which no registry serves here: the samples
+  # (spec.version only) then run on kind from this build of the same kcp release.
+  docker tag "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}" "${UPSTREAM_KCP}:${KCP_VERSION}"
+  log "tagged ${UPSTREAM_KCP}:${KCP_VERSION} (built here from kcp ${KCP_VERSION})"
 }
 
 cmd_kcp_upgrade() {
@@ -119,6 +125,7 @@ cmd_names() {
   echo "${OPERATOR_IMAGE}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}-without-identitycache"
+  echo "${UPSTREAM_KCP}:${KCP_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}"

@@ -251,6 +251,10 @@ def test_operator_pod_is_locked_down(args: list[str]) -> None:
     assert pod["serviceAccountName"] == one(objects, "ServiceAccount")["metadata"]["name"]
 
 
+SECRET_VERBS = ["get", "list", "watch", "create", "update"]
+"""Read what Shards mount; create and replace what the operator issues (never patch or delete)."""
+
+
 def test_image_and_settings_from_values() -> None:
     objects = render(
         "--set", "image.repository=registry.example.com/op",
@@ -258,6 +262,7 @@ def test_image_and_settings_from_values() -> None:
         "--set", "image.pullPolicy=Always",
         "--set", "operator.rootShardFlagRemovedIn=0.34.0",
         "--set", "operator.identityCacheCleanup=false",
+        "--set", "operator.kcpChecks=false",
         "--set", "operator.logLevel=warning",
         "--set", "operator.logFormat=full",
         "--set", "operator.extraArgs[0]=--foo",
@@ -270,6 +275,7 @@ def test_image_and_settings_from_values() -> None:
         "POD_ID": None,
         "KCP_SHARD_ROOT_SHARD_FLAG_REMOVED_IN": "0.34.0",
         "KCP_SHARD_IDENTITY_CACHE_CLEANUP": "false",
+        "KCP_SHARD_KCP_CHECKS": "false",
         "KCP_SHARD_LOG_LEVEL": "warning",
         "KCP_SHARD_LOG_FORMAT": "full",
         "TMPDIR": "/tmp",
@@ -299,7 +305,7 @@ def test_default_install_watches_the_release_namespace_and_is_standalone() -> No
     role = one(objects, "Role")
     assert role["metadata"]["namespace"] == "ops"
     assert rules_for(role, "secrets") == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": SECRET_VERBS}
     ]
 
 
@@ -309,7 +315,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
     assert of_kind(objects, "Role") == []
     role = one(objects, "ClusterRole")
     assert rules_for(role, "secrets") == [
-        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list", "watch"]}
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": SECRET_VERBS}
     ]
     assert rules_for(role, "clusterkopfpeerings") == []
     refused = template("--set", "clusterWide=true", "--set-json", 'watchNamespaces=["a"]')
@@ -329,7 +335,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("persistentvolumeclaims", ["get", "list", "watch", "create", "patch"]),
         ("storageclasses", ["list"]),
         ("pods", ["list", "watch"]),
-        ("secrets", ["get", "list", "watch"]),
+        ("secrets", SECRET_VERBS),
         ("events", ["create"]),
     ],
 )

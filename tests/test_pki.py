@@ -186,6 +186,12 @@ def test_the_verdict_keeps_renews_and_never_overwrites_a_users_secret() -> None:
     later = NOW + datetime.timedelta(hours=9, minutes=1)
     assert verdict(serving, issued, "ca/u/1", later).action is pki.Action.RENEW
     assert verdict(serving, issued, "ca/u/2", NOW).why == "its CA changed"
+    shorter = pki.requests(
+        make(shard_object(pki={"certificateLifetime": "1h", "renewBefore": "10m"})), None, RELEASE
+    )[2]
+    assert (
+        verdict(shorter, issued, "ca/u/1", NOW).why == "spec.pki.certificateLifetime is now shorter"
+    )
     users = {"metadata": {"name": "root-kcp-serving"}}
     found = verdict(serving, users, "ca/u/1", NOW)
     assert found.action is pki.Action.CONFLICT

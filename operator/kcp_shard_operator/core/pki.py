@@ -51,6 +51,8 @@ SHARD_BASE_CONTEXT = "shard-base"
 CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 """The generated CA lives ten years and is not renewed by the operator (see the README)."""
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+LIFETIME_SLACK = datetime.timedelta(minutes=1)
+"""A certificate outliving the spec's lifetime by more than this is issued again at once."""
 
 
 class Purpose(Enum):
@@ -387,6 +389,9 @@ def verdict(
         return Verdict(Action.KEEP, "")
     if not_after is None:
         return Verdict(Action.RENEW, "its expiry is not recorded")
+    longest = now + datetime.timedelta(seconds=request.lifetime_seconds) + LIFETIME_SLACK
+    if request.purpose is not Purpose.CLIENT_CA and not_after > longest:
+        return Verdict(Action.RENEW, "spec.pki.certificateLifetime is now shorter")
     if now >= not_after - datetime.timedelta(seconds=request.renew_before_seconds):
         return Verdict(Action.RENEW, f"it expires at {not_after.strftime(TIME_FORMAT)}")
     return Verdict(Action.KEEP, "")
