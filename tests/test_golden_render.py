@@ -1,4 +1,4 @@
-"""Golden files: the rendered output of manifests/samples/."""
+"""Golden files: the rendered output of manifests/samples/ and of docs/examples/."""
 
 from __future__ import annotations
 
@@ -6,21 +6,48 @@ import os
 from pathlib import Path
 
 import pytest
+import yaml
 
 from kcp_shard_operator.cli.main import main
+from testkit.tools import pinned_version
 
 ROOT = Path(__file__).resolve().parent.parent
-SAMPLES = sorted((ROOT / "manifests" / "samples").glob("*.yaml"))
-GOLDEN = Path(__file__).parent / "golden" / "render" / "samples.yaml"
+GOLDEN = Path(__file__).parent / "golden" / "render"
 
 
-def test_samples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
+def _rendered(folder: Path, golden: Path, capsys: pytest.CaptureFixture[str]) -> str:
     args = ["render", "--root-shard-flag-removed-in", "0.34.0"]
-    for sample in SAMPLES:
+    for sample in sorted(folder.glob("*.yaml")):
         args += ["-f", str(sample)]
     assert main(args) == 0
     out, err = capsys.readouterr()
     if os.environ.get("UPDATE_GOLDEN"):
-        GOLDEN.write_text(out, encoding="utf-8")
-    assert out == GOLDEN.read_text(encoding="utf-8")
+        golden.write_text(out, encoding="utf-8")
+    assert out == golden.read_text(encoding="utf-8")
+    return err
+
+
+def test_samples_render_to_golden_with_the_issued_secrets(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _rendered(ROOT / "manifests" / "samples", GOLDEN / "samples.yaml", capsys)
+    out = (GOLDEN / "samples.yaml").read_text(encoding="utf-8")
+    for secret in ("root-kcp-serving", "root-kcp-client-ca", "root-kcp-cache-kubeconfig"):
+        assert f"secretName: {secret}" in out
+
+
+def test_examples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
+    err = _rendered(ROOT / "docs" / "examples", GOLDEN / "examples.yaml", capsys)
     assert "spec.extraArgs: '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err
+
+
+def test_the_samples_run_the_kcp_the_kind_images_are_built_from() -> None:
+    """``CLUSTER=kind make demo`` applies the samples as they are: their version must be the
+    one ``hack/image.sh kcp`` builds and tags as the Shards' default image."""
+    pinned = pinned_version("KCP_VERSION").removeprefix("v")
+    for sample in sorted((ROOT / "manifests" / "samples").glob("*.yaml")):
+        for document in yaml.safe_load_all(sample.read_text(encoding="utf-8")):
+            if document["kind"] == "Shard":
+                spec = dict(document["spec"])
+                assert spec.pop("version") == pinned, sample.name
+                assert spec in ({}, {"rootShardRef": {"name": "root"}}), sample.name

@@ -1,18 +1,23 @@
 """The README's kind path as written: ``CLUSTER=kind make demo`` on a cluster of its own.
 
 The demo creates the cluster, builds and loads the images, installs the chart watching the
-demo's namespace only (``watchNamespaces``), and applies a root and a non-root Shard; both
-must be Ready from real kcp pods on the kind node, and a workspace on each shard, with objects
-inside, created with the demo's admin kubeconfig Secret, is there when read again. A Shard in a
-namespace the release does not serve has no status at all, unlike the served ones, and the fix
-the chart's NOTES give (adding the namespace to ``watchNamespaces``) makes the operator take it
-up.
+samples' namespace only (``watchNamespaces``), and applies ``manifests/samples/`` (a root and a
+non-root Shard, no Secret); both must be Ready and verified from real kcp pods on the kind node
+with the certificates and kubeconfigs the operator issued, and a workspace on each shard, with
+objects inside, created with the admin kubeconfig ``kcp-shard-operator kubeconfig`` prints, is
+there when read again. A certificate lifetime shortened in the spec renews the certificates at
+once: the pods roll, kcp serves the new certificate, the shards are Ready and keep their data.
+A Shard in a namespace the release does not serve has no status at all, unlike the served
+ones, and the fix the chart's NOTES give (adding the namespace to ``watchNamespaces``) makes
+the operator take it up.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import os
+import ssl
 import subprocess
 import sys
 import time
@@ -21,7 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography import x509
 
+from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, delete_shards
 from testkit.operator_process import RESYNC_WINDOW
@@ -29,7 +36,7 @@ from testkit.tools import REPO, log
 from testkit.wait import wait_for
 from tests.e2e.capture import uncaptured
 
-from .durability import secret_kubeconfig, shard_apis
+from .durability import pod_names, shard_apis, wait_replaced
 from .kind import (
     OPERATOR_NAMESPACE,
     RELEASE,
@@ -37,15 +44,33 @@ from .kind import (
     kcp_image,
     pod_ready,
     pods,
+    port_forward,
     readyz_via_service,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
-DEMO_NAMESPACE = "kcp-demo"
-UNSERVED_NAMESPACE = "kcp-demo-unserved"
+DEMO_NAMESPACE = "kcp-samples"
+UNSERVED_NAMESPACE = "kcp-samples-unserved"
+ISSUED = {
+    "root": ["root-kcp-admin-kubeconfig", "root-kcp-client-ca", "root-kcp-serving"],
+    "shard-1": [
+        "root-kcp-admin-kubeconfig",
+        "root-kcp-cache-kubeconfig",
+        "root-kcp-client-ca",
+        "shard-1-kcp-admin-kubeconfig",
+        "shard-1-kcp-serving",
+    ],
+}
+"""The Secrets the operator issues for each sample Shard (the CA aside)."""
+SHORT_LIFETIME = {"certificateLifetime": "15m", "renewBefore": "5m"}
 OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
 SERVE_TIMEOUT = 240
+RENEWAL_TIMEOUT = 420
+
+
+def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
+    return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
 
 
 @pytest.fixture(scope="module")
@@ -92,31 +117,77 @@ def can_i(cluster: Cluster, verb: str, resource: str, namespace: str) -> bool:
     return proc.stdout.strip() == "yes"
 
 
+def admin_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Path:
+    """The root shard's admin kubeconfig as the README gets it."""
+    path = folder / "root.kubeconfig"
+    subprocess.run(
+        [str(REPO / ".venv" / "bin" / "kcp-shard-operator"), "kubeconfig", "root",
+         "-n", namespace, "-o", str(path)],
+        env=dict(cluster.env), check=True, timeout=60,
+    )  # fmt: skip
+    return path
+
+
+def served_certificate(cluster: Cluster, namespace: str, service: str) -> x509.Certificate:
+    """The certificate kcp serves behind ``service`` (read over TLS, not from the Secret)."""
+    with port_forward(cluster, namespace, service) as port:
+        pem = ssl.get_server_certificate(("127.0.0.1", port), timeout=10)
+    return x509.load_pem_x509_certificate(pem.encode())
+
+
 def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: Path) -> None:
     ns = DEMO_NAMESPACE
-    repository, tag = kcp_image()
+    _, tag = kcp_image()
     try:
         for name in ("root", "shard-1"):
             status = shard(demo, ns, name)["status"]
             assert status["phase"] == "Ready", status
             assert status["version"] == tag.removeprefix("v"), status
+            assert condition(status, "DataVerified")["status"] == "True", status
+            assert [c["secret"] for c in status["certificates"]] == ISSUED[name], status
             running = pods(demo, ns, name)
             assert [p["status"]["phase"] for p in running] == ["Running"], running
             assert pod_ready(running[0])
-            assert running[0]["spec"]["containers"][0]["image"] == f"{repository}:{tag}"
+            assert (
+                running[0]["spec"]["containers"][0]["image"] == f"{DEFAULT_IMAGE_REPOSITORY}:{tag}"
+            )
             assert readyz_via_service(demo, ns, name) == "ok"
-        # A user's workspaces land on both shards of the demo and stay, as the demo's admin
-        # kubeconfig Secret sees them.
-        kubeconfig = secret_kubeconfig(demo, ns, "root-admin-kubeconfig", tmp_path)
-        with shard_apis(demo, ns, kubeconfig, ("root", "shard-1")) as apis:
+        # A user's workspaces land on both shards of the demo and stay, as the admin
+        # kubeconfig of the root shard that kcp-shard-operator kubeconfig prints sees them.
+        kubeconfig = admin_kubeconfig(demo, ns, tmp_path)
+        shards = ("root", "shard-1")
+        with shard_apis(demo, ns, kubeconfig, shards) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="demo")
             data.assert_intact(apis, "in the demo")
+            served = {name: served_certificate(demo, ns, f"{name}-kcp") for name in shards}
+            old_pods = {name: pod_names(demo, ns, name) for name in shards}
+            started = time.monotonic()
+            demo.kubectl(
+                "patch", "shard", "root", "-n", ns, "--type=merge",
+                "-p", json.dumps({"spec": {"pki": SHORT_LIFETIME}}),
+            )  # fmt: skip
+            for name in shards:
+                wait_replaced(demo, ns, name, old_pods[name], 1, RENEWAL_TIMEOUT)
+            log(f"certificates renewed and both shards Ready in {time.monotonic() - started:.0f}s")
+            renewed = served_certificate(demo, ns, "root-kcp")
+            assert renewed.serial_number != served["root"].serial_number
+            lifetime = renewed.not_valid_after_utc - renewed.not_valid_before_utc
+            assert lifetime <= datetime.timedelta(minutes=21), lifetime
+            data.assert_intact(apis, "after the certificates were renewed")
     except BaseException:
         print(describe_failure(demo, ns))
         raise
+    finally:
+        # Back to the default lifetime (one more renewal), so that the shards stop rolling.
+        demo.kubectl(
+            "patch", "shard", "root", "-n", ns, "--type=merge", "-p", '{"spec": {"pki": null}}'
+        )
     # The least privilege that serves the demo: a Role in its namespace, nothing cluster-wide.
     assert can_i(demo, "get", "secrets", ns)
+    assert can_i(demo, "create", "secrets", ns)
     assert not can_i(demo, "get", "secrets", "default")
+    assert not can_i(demo, "create", "secrets", "default")
+    assert not can_i(demo, "delete", "secrets", ns)
     assert f"This release serves only {ns}." in demo.helm(
         "get", "notes", RELEASE, "-n", OPERATOR_NAMESPACE
     )

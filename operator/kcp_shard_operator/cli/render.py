@@ -13,6 +13,7 @@ import yaml
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.core.documents import ShardProblem, load_shards, root_of
 from kcp_shard_operator.core.model import SpecError
+from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.versions import InvalidVersionError
 
@@ -21,7 +22,8 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "render",
         help="print the Deployment, Service and PDB of each Shard, offline",
-        description="Render Shards offline into the objects the operator applies.",
+        description="Render Shards offline into the objects the operator applies. The "
+        "Secrets the operator would issue (spec.pki) are referenced, not printed.",
     )
     parser.add_argument(
         "-f",
@@ -76,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
     documents: list[dict[str, Any]] = []
     for shard in shards:
         try:
-            rendered = render_shard(shard, root_of(shard, shards), release)
+            root = root_of(shard, shards)
+            filled_root = None if root is None else with_issued(root, None)
+            rendered = render_shard(with_issued(shard, root), filled_root, release)
         except SpecError as err:
             problems.append(ShardProblem(shard.key, str(err)))
             continue
