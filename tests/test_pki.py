@@ -419,3 +419,28 @@ def test_the_deprecating_release_decides_whether_the_root_kubeconfig_is_issued()
     shard = make(bare_shard(version="0.34.0"))
     later = Version.parse("0.35.0")
     assert "root-kcp-admin-kubeconfig" in [r.secret for r in pki.requests(shard, root, later)]
+
+
+@pytest.mark.parametrize(
+    ("root_spec", "why"),
+    [
+        ({"pki": {"issue": False}}, "the root Shard root sets spec.pki.issue false"),
+        (
+            {"tls": {"servingCertSecretRef": {"name": "mine"}}},
+            "the root Shard root serves the user's certificate or trusts the user's CA",
+        ),
+    ],
+)
+def test_a_kubeconfig_the_root_cannot_be_reached_with_is_reported_not_issued(
+    root_spec: JSON, why: str
+) -> None:
+    kube = installation(secret("mine"), root=shard_object(**root_spec), shard=bare_shard())
+    ctx = context(kube)
+    run(ctx, "root", "shard-1")
+    degraded = conditions(kube, "shard-1")["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "KubeconfigNotIssued")
+    assert (
+        f"spec.cache.kubeconfigSecretRef is unset and cannot be issued ({why})"
+        in (degraded["message"])
+    )
+    assert ("Secret", "ns", "root-kcp-cache-kubeconfig") not in kube.objects

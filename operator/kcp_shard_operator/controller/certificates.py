@@ -19,6 +19,7 @@ CONFLICT = 409
 CERTIFICATE_CONFLICT = "CertificateConflict"
 INVALID_CA = "InvalidCA"
 ISSUE_FAILED = "IssueFailed"
+NOT_ISSUED = "KubeconfigNotIssued"
 PAST = {pki.Action.ISSUE: "issued", pki.Action.RENEW: "renewed"}
 PURPOSES = {
     pki.Purpose.CA: "CA",
@@ -50,8 +51,10 @@ class _Signer:
 
 def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Issuance:
     """Issue what ``shard`` leaves unset; the Shard as the rest of the pass renders it."""
-    requests = pki.requests(shard, root, ctx.settings.deprecating_release)
+    release = ctx.settings.deprecating_release
+    requests = pki.requests(shard, root, release)
     done = Issuance(pki.with_issued(shard, root))
+    done.problems += [(NOT_ISSUED, why) for why in pki.not_issued(done.shard, root, release)]
     if not requests:
         return done
     installation_root = shard if shard.spec.is_root else root

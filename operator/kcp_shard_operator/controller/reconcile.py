@@ -124,7 +124,6 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
         )
-        shard = parse_shard(obj, release)
         write_status(ctx, obj, shard_status(shard, seen, _now()))
         return
     if pods_refused_by_a_terminating_namespace(observed["Deployment"]):

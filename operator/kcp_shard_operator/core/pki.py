@@ -211,9 +211,30 @@ def issues_client_certificates(shard: Shard) -> bool:
 def _installation_root(shard: Shard, root: Shard | None) -> Shard | None:
     """The root of ``shard``'s installation when the operator issues for ``shard``."""
     installation_root = shard if shard.spec.is_root else root
-    if not shard.spec.pki.issue or installation_root is None:
+    if installation_root is None or not (shard.spec.pki.issue and installation_root.spec.pki.issue):
         return None
     return installation_root
+
+
+def not_issued(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[str]:
+    """Why a non-root ``shard`` (as :func:`with_issued` filled it) still lacks a kubeconfig it
+    must have, which the operator cannot issue for it: one line per reference."""
+    spec = shard.spec
+    if spec.is_root or root is None:
+        return []
+    why = (
+        f"the root Shard {root.name} sets spec.pki.issue false"
+        if not root.spec.pki.issue
+        else f"the root Shard {root.name} serves the user's certificate or trusts the user's CA"
+    )
+    missing = []
+    if spec.cache.kubeconfig_secret_ref is None:
+        missing.append("spec.cache.kubeconfigSecretRef")
+    if spec.root_shard_kubeconfig_secret_ref is None and needs_root_kubeconfig(
+        shard, deprecating_release
+    ):
+        missing.append("spec.rootShardKubeconfigSecretRef")
+    return [f"{ref} is unset and cannot be issued ({why}): set it" for ref in missing]
 
 
 def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[Request]:
