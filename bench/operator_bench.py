@@ -4,6 +4,9 @@ For each N it starts its own kwok cluster whose API server writes an audit log o
 ServiceAccounts: the operator's and the benchmark driver's (every kubectl call here).
 It measures, in one run:
 
+- the PKI: the Secrets the operator issues for the N Shards on the way to Ready (spec.pki:
+  the installation's CA and client CA bundle, a serving certificate and an admin kubeconfig
+  per Shard), their writes and the seconds until the last one;
 - the floor: the driver server-side applies the operator's own rendering of the N Shards
   (Deployment and Service each) and waits until every Deployment is available;
 - the operator: the driver applies the N Shards and waits until all are Ready; the
@@ -157,6 +160,24 @@ class AuditLog:
             return [req for req in parse(lines) if start <= req.completed <= end]
 
 
+def pki_writes(requests: list[Request]) -> list[Request]:
+    """The operator's writes of the Secrets it issues (the PKI of spec.pki)."""
+    return [
+        r
+        for r in requests
+        if r.user == OPERATOR and r.resource == "secrets" and r.verb in ("create", "update")
+    ]
+
+
+def issued_kinds(issued: list[Request]) -> dict[str, int]:
+    """Issued Secrets by what they are (the name's suffix after ``-kcp-``)."""
+    kinds: dict[str, int] = {}
+    for request in issued:
+        kind = f"{request.verb} {request.name.partition('-kcp-')[2] or request.name}"
+        kinds[kind] = kinds.get(kind, 0) + 1
+    return dict(sorted(kinds.items()))
+
+
 def per_shard(counts: Counts, shards_count: int) -> dict[str, float]:
     return {
         "reads": round(counts.reads / shards_count, 2),
@@ -207,6 +228,7 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         ready = time.time()
         cpu_to_ready = cpu_seconds(pid) - cpu_start
         to_ready = count(audit.between(start, ready), OPERATOR)
+        issued = pki_writes(audit.between(start, ready))
         reasons = event_reasons(driver, "shards")
 
         log(f"[N={n}] steady state: two quiet resync periods")
@@ -254,6 +276,12 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         "to_ready_per_shard": per_shard(to_ready, n),
         "to_ready_writes_by_target": to_ready.by_target,
         "to_ready_events_by_reason": reasons,
+        "pki_secrets_written": len(issued),
+        "pki_writes_per_shard": round(len(issued) / n, 2),
+        "pki_seconds_to_last_secret": round(
+            max((r.completed for r in issued), default=start) - start, 1
+        ),
+        "pki_secrets_by_name_kind": issued_kinds(issued),
         "steady_reads_per_resync": quiet.reads / 2,
         "steady_writes_per_resync": quiet.writes / 2,
         "steady_cpu_percent": round(100 * quiet_cpu / quiet_seconds, 1),
@@ -293,6 +321,8 @@ def table(results: list[dict[str, Any]]) -> str:
         ("  of which Events", ("to_ready_per_shard", "events")),
         ("  failed writes per Shard", ("to_ready_per_shard", "failed_writes")),
         ("reads per Shard to Ready", ("to_ready_per_shard", "reads")),
+        ("PKI: Secrets issued (writes)", "pki_secrets_written"),
+        ("PKI: seconds to the last issued Secret", "pki_seconds_to_last_secret"),
         ("steady state: reads per resync", "steady_reads_per_resync"),
         ("steady state: writes per resync", "steady_writes_per_resync"),
         ("steady state: operator CPU % of a core", "steady_cpu_percent"),

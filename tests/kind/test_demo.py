@@ -53,16 +53,17 @@ pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 DEMO_NAMESPACE = "kcp-samples"
 UNSERVED_NAMESPACE = "kcp-samples-unserved"
 ISSUED = {
-    "root": ["root-kcp-admin-kubeconfig", "root-kcp-client-ca", "root-kcp-serving"],
+    "root": ["root-kcp-admin-kubeconfig", "root-kcp-ca", "root-kcp-client-ca", "root-kcp-serving"],
     "shard-1": [
         "root-kcp-admin-kubeconfig",
+        "root-kcp-ca",
         "root-kcp-cache-kubeconfig",
         "root-kcp-client-ca",
         "shard-1-kcp-admin-kubeconfig",
         "shard-1-kcp-serving",
     ],
 }
-"""The Secrets the operator issues for each sample Shard (the CA aside)."""
+"""The Secrets the operator issues for each sample Shard, as its status.certificates lists them."""
 SHORT_LIFETIME = {"certificateLifetime": "15m", "renewBefore": "5m"}
 OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
 SERVE_TIMEOUT = 240
@@ -117,15 +118,34 @@ def can_i(cluster: Cluster, verb: str, resource: str, namespace: str) -> bool:
     return proc.stdout.strip() == "yes"
 
 
-def admin_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Path:
-    """The root shard's admin kubeconfig as the README gets it."""
-    path = folder / "root.kubeconfig"
+CLI = str(REPO / ".venv" / "bin" / "kcp-shard-operator")
+
+
+def admin_kubeconfig(
+    cluster: Cluster, namespace: str, shard: str, folder: Path, *server: str
+) -> Path:
+    """The admin kubeconfig of ``shard`` as the README gets it."""
+    path = folder / f"{shard}.kubeconfig"
     subprocess.run(
-        [str(REPO / ".venv" / "bin" / "kcp-shard-operator"), "kubeconfig", "root",
-         "-n", namespace, "-o", str(path)],
+        [CLI, "kubeconfig", shard, "-n", namespace, "-o", str(path), *server],
         env=dict(cluster.env), check=True, timeout=60,
     )  # fmt: skip
     return path
+
+
+def cleaned_with_the_issued_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> str:
+    """``cleanup-identitycache`` on shard-1 with the admin kubeconfig the operator issued
+    for it. kcp 0.27.1 still runs the identitycache controller, which writes the ConfigMap
+    again: the point is that the issued credentials may read and delete it."""
+    with port_forward(cluster, namespace, "shard-1-kcp") as port:
+        server = ("--server", f"https://127.0.0.1:{port}")
+        kubeconfig = admin_kubeconfig(cluster, namespace, "shard-1", folder, *server)
+        proc = subprocess.run(
+            [CLI, "cleanup-identitycache", "--kubeconfig", str(kubeconfig)],
+            capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
 
 
 def served_certificate(cluster: Cluster, namespace: str, service: str) -> x509.Certificate:
@@ -154,11 +174,14 @@ def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: 
             assert readyz_via_service(demo, ns, name) == "ok"
         # A user's workspaces land on both shards of the demo and stay, as the admin
         # kubeconfig of the root shard that kcp-shard-operator kubeconfig prints sees them.
-        kubeconfig = admin_kubeconfig(demo, ns, tmp_path)
+        kubeconfig = admin_kubeconfig(demo, ns, "root", tmp_path)
         shards = ("root", "shard-1")
         with shard_apis(demo, ns, kubeconfig, shards) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="demo")
             data.assert_intact(apis, "in the demo")
+            cleaned = cleaned_with_the_issued_kubeconfig(demo, ns, tmp_path)
+            log(f"cleanup-identitycache with shard-1's issued kubeconfig: {cleaned.strip()}")
+            assert "deleted" in cleaned, cleaned
             served = {name: served_certificate(demo, ns, f"{name}-kcp") for name in shards}
             old_pods = {name: pod_names(demo, ns, name) for name in shards}
             started = time.monotonic()
