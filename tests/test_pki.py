@@ -348,8 +348,9 @@ def _ca_secret(cert: bytes | None, key: bytes | None) -> JSON:
     )
 
 
-def test_a_users_ca_signs_instead_of_a_generated_one() -> None:
-    cert, key = _user_ca()
+@pytest.mark.parametrize("rsa_bits", [None, 3072])
+def test_a_users_ca_signs_instead_of_a_generated_one(rsa_bits: int | None) -> None:
+    cert, key = _user_ca(key=rsa.generate_private_key(65537, rsa_bits) if rsa_bits else None)
     kube = installation(
         _ca_secret(cert, key), root=shard_object(pki={"caSecretRef": {"name": "my-ca"}})
     )
