@@ -15,6 +15,14 @@ from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
 from kcp_shard_operator.core.pkispec import URL_PATTERN, PKISpec, check_pki, url_host
+from kcp_shard_operator.core.podfields import (
+    LABEL_VALUE_PATTERN,
+    RESOURCES_SCHEMA,
+    TOLERATION_SCHEMA,
+    check_node_selector,
+    check_resources,
+    check_toleration,
+)
 from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.versions import (
@@ -36,55 +44,6 @@ MAX_NAME_LENGTH = 63 - len("-kcp")
 # The version goes into the app.kubernetes.io/version label (at most 63 characters).
 MAX_VERSION_LENGTH = 63
 DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
-QUANTITY_PATTERN = (
-    r"^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))"
-    r"(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$"
-)
-QUANTITY_SCHEMA: JSON = {
-    "anyOf": [{"type": "integer"}, {"type": "string"}],
-    "pattern": QUANTITY_PATTERN,
-    "x-kubernetes-int-or-string": True,
-}
-RESOURCES_SCHEMA: JSON = {
-    "type": "object",
-    "properties": {
-        "limits": {"type": "object", "additionalProperties": QUANTITY_SCHEMA},
-        "requests": {"type": "object", "additionalProperties": QUANTITY_SCHEMA},
-        "claims": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["name"],
-                "properties": {"name": {"type": "string"}, "request": {"type": "string"}},
-            },
-        },
-    },
-}
-TOLERATION_OPERATORS = ["Exists", "Equal"]
-TOLERATION_EFFECTS = ["NoSchedule", "PreferNoSchedule", "NoExecute"]
-TOLERATION_SCHEMA: JSON = {
-    "type": "object",
-    "properties": {
-        "key": {"type": "string"},
-        "operator": {"type": "string", "enum": TOLERATION_OPERATORS},
-        "value": {"type": "string"},
-        "effect": {"type": "string", "enum": TOLERATION_EFFECTS},
-        "tolerationSeconds": {"type": "integer", "format": "int64"},
-    },
-    "x-kubernetes-validations": [
-        {
-            "rule": "!has(self.operator) || self.operator != 'Exists' || "
-            "!has(self.value) || self.value == ''",
-            "message": "a toleration with operator Exists has no value",
-        },
-        {
-            "rule": "(has(self.key) && self.key != '') || "
-            "(has(self.operator) && self.operator == 'Exists')",
-            "message": "a toleration without a key needs operator Exists",
-        },
-    ],
-}
 
 
 def _url_rule(path: str) -> dict[str, Any]:
@@ -502,57 +461,16 @@ def _check_free_form(spec: ShardSpec) -> None:
             raise SpecError(
                 f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
             )
-    for key, value in spec.node_selector.items():
-        if len(value) > 63 or not re.match(LABEL_VALUE_PATTERN, value):
-            raise SpecError(f"spec.nodeSelector.{key}", f"{value!r} is not a valid label value")
-    resources = spec.resources or {}
-    unknown = sorted(set(resources) - set(RESOURCES_SCHEMA["properties"]))
-    if unknown:
-        raise SpecError(f"spec.resources.{unknown[0]}", "unknown field")
-    for part in ("limits", "requests"):
-        amounts = resources.get(part)
-        if amounts is None:
-            continue
-        if not isinstance(amounts, dict):
-            raise SpecError(f"spec.resources.{part}", "must be an object")
-        for name, amount in amounts.items():
-            text = (
-                str(amount) if isinstance(amount, int) and not isinstance(amount, bool) else amount
-            )
-            if not isinstance(text, str) or not re.match(QUANTITY_PATTERN, text):
-                raise SpecError(
-                    f"spec.resources.{part}.{name}",
-                    f"{amount!r} is not a quantity (e.g. 500m, 2Gi)",
-                )
+    check_node_selector(spec.node_selector)
+    check_resources(spec.resources or {})
     for index, toleration in enumerate(spec.tolerations):
-        _check_toleration(toleration, f"spec.tolerations[{index}]")
+        check_toleration(toleration, f"spec.tolerations[{index}]")
     if spec.storage is not None:
         size = quantity(spec.storage.size)
         if size is None or size <= 0:
             raise SpecError(
                 "spec.storage.size", f"{spec.storage.size!r} is not a positive quantity (e.g. 10Gi)"
             )
-
-
-def _check_toleration(toleration: JSON, path: str) -> None:
-    fields = TOLERATION_SCHEMA["properties"]
-    unknown = sorted(set(toleration) - set(fields))
-    if unknown:
-        raise SpecError(f"{path}.{unknown[0]}", "unknown field")
-    for key in ("key", "value"):
-        if not isinstance(toleration.get(key, ""), str):
-            raise SpecError(f"{path}.{key}", "must be a string")
-    seconds = toleration.get("tolerationSeconds", 0)
-    if isinstance(seconds, bool) or not isinstance(seconds, int):
-        raise SpecError(f"{path}.tolerationSeconds", "must be an integer")
-    for key, allowed in (("operator", TOLERATION_OPERATORS), ("effect", TOLERATION_EFFECTS)):
-        if key in toleration and toleration[key] not in allowed:
-            raise SpecError(f"{path}.{key}", f"must be one of {', '.join(allowed)}")
-    exists = toleration.get("operator") == "Exists"
-    if exists and toleration.get("value"):
-        raise SpecError(f"{path}.value", "a toleration with operator Exists has no value")
-    if not toleration.get("key") and not exists:
-        raise SpecError(path, "a toleration without a key needs operator Exists")
 
 
 def check_name(name: str) -> None:
