@@ -39,3 +39,11 @@ def test_request_and_probe_lines_are_logged_at_debug_only(level: str) -> None:
     access_line = logging.getLogger("aiohttp.access").isEnabledFor(logging.INFO)
     assert (request_line, access_line) == (debug, debug)
     assert logging.getLogger("urllib3").isEnabledFor(logging.WARNING)
+
+
+def test_a_kcp_checks_setting_that_is_not_a_boolean_is_one_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("KCP_SHARD_KCP_CHECKS", "sometimes")
+    with pytest.raises(SystemExit, match=r"KCP_SHARD_KCP_CHECKS='sometimes' is not a boolean"):
+        main(["run"])

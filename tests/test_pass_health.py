@@ -221,3 +221,16 @@ def test_a_failing_probe_never_stops_the_status_write() -> None:
     settle(ctx, kube, "root")
     assert condition(kube, "root", "DataVerified") == ("Unknown", "ProbeFailed")
     assert "MARKER" not in str(status(kube, "root"))
+
+
+def test_without_kcp_checks_kcp_is_never_asked_and_ready_says_so() -> None:
+    kube, effects = sharded()
+    ctx = context(kube, effects)
+    ctx.settings.kcp_checks = False
+    settle(ctx, kube, "root", "shard-1")
+    assert effects.probed == []
+    assert effects.cleaned == []
+    for name in ("root", "shard-1"):
+        assert condition(kube, name, "Ready") == ("True", "RolledOut")
+        assert condition(kube, name, "DataVerified") == ("Unknown", "NoAdminKubeconfig")
+        assert "--no-kcp-checks" in conditions(kube, name)["DataVerified"]["message"]
