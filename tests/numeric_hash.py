@@ -6,6 +6,7 @@ import re
 from typing import Any
 
 from kcp_shard_operator.core.meta import HASH_ANNOTATION
+from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
@@ -26,7 +27,9 @@ def numeric_hash_shard(namespace: str) -> tuple[dict[str, Any], str]:
             "spec": {"version": "0.34.0", "replicas": 1},
         }
         shard = parse_shard(obj, DEFAULT_DEPRECATING_RELEASE)
-        for child in render_shard(shard, None, DEFAULT_DEPRECATING_RELEASE).objects:
+        # As `render` does: with the references to the Secrets the operator would issue.
+        filled = with_issued(shard, None)
+        for child in render_shard(filled, None, DEFAULT_DEPRECATING_RELEASE).objects:
             digest = child["metadata"]["annotations"][HASH_ANNOTATION]
             if NUMERIC.match(digest):
                 return obj, digest

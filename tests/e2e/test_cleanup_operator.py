@@ -44,10 +44,13 @@ def admin_secret(kubectl: Kubectl, ns: str, kubeconfig: str) -> None:
 
 
 def shards(version: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A root Shard and shard-1, whose admin kubeconfig Secret reaches the real shard-1."""
-    return shard("root", version), shard(
+    """A root Shard and shard-1, whose admin kubeconfig Secret reaches the real shard-1; the
+    operator issues nothing (the real shards have their own PKI)."""
+    own_pki = {"issue": False}
+    return shard("root", version, pki=own_pki), shard(
         "shard-1",
         version,
+        pki=own_pki,
         rootShardRef={"name": "root"},
         cache={"kubeconfigSecretRef": {"name": "cache-kubeconfig"}},
         rootShardKubeconfigSecretRef={"name": "root-admin-kubeconfig"},

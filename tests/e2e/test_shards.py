@@ -212,7 +212,12 @@ def test_deleting_a_shard_collects_its_children(
 @pytest.mark.parametrize(
     ("obj", "message"),
     [
-        (non_root("s", "0.34.0", cache={}), "need spec.cache.kubeconfigSecretRef"),
+        (
+            non_root("s", "0.34.0", cache={}, pki={"issue": False}),
+            "need spec.cache.kubeconfigSecretRef",
+        ),
+        (shard("s", "0.34.0", externalURL="kcp.example.com"), "must be an https URL"),
+        (shard("s", "0.34.0", pki={"certificateLifetime": "1y"}), "spec.pki.certificateLifetime"),
         (shard("s", "v0.34.0"), "spec.version"),
         (shard("s", "0.34.0", replicas=0), "spec.replicas"),
         (shard("s", "0.34.0", replicas=2), "needs spec.etcd.endpoints"),
