@@ -17,6 +17,7 @@ from enum import Enum
 from urllib.parse import quote
 
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.pki import ADMIN_GROUP, SHARD_BASE_CONTEXT
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import IDENTITY_CACHE_CLEANED, Condition, condition
 from kcp_shard_operator.core.versions import Version, parse_or_none
@@ -25,8 +26,6 @@ CONFIGMAP_NAME = "apiexport-identity-cache"
 CONFIGMAP_NAMESPACE = "default"
 SYSTEM_SHARD_CLUSTER = "system:shard"
 ROOT_CLUSTER = "root"
-PRIVILEGED_GROUP = "system:masters"
-SHARD_BASE_CONTEXT = "shard-base"
 ROOT_TYPE_ANNOTATION = "internal.tenancy.kcp.io/type"
 
 
@@ -85,7 +84,7 @@ def decide(shard: Shard, deprecating_release: Version, *, enabled: bool = True) 
     if shard.spec.admin_kubeconfig_secret_ref is None:
         message = (
             "set spec.adminKubeconfigSecretRef to a kubeconfig of group "
-            f"{PRIVILEGED_GROUP} on this shard to delete the stale ConfigMap {CONFIGMAP_NAME}"
+            f"{ADMIN_GROUP} on this shard to delete the stale ConfigMap {CONFIGMAP_NAME}"
         )
         return Decision(
             Action.SKIP,
@@ -187,8 +186,8 @@ def forbidden(base: str, response: Response) -> Outcome:
         Result.FORBIDDEN,
         f"{base} refused the credentials ({response.status}: {_server_message(response)}); "
         f"deleting {CONFIGMAP_NAME} in {SYSTEM_SHARD_CLUSTER} needs an identity in group "
-        f"{PRIVILEGED_GROUP} on that shard (the shard-admin user of its admin.kubeconfig, "
-        f"context {SHARD_BASE_CONTEXT}, or a client certificate with O={PRIVILEGED_GROUP} "
+        f"{ADMIN_GROUP} on that shard (the shard-admin user of its admin.kubeconfig, "
+        f"context {SHARD_BASE_CONTEXT}, or a client certificate with O={ADMIN_GROUP} "
         "signed by its --client-ca-file)",
     )
 
