@@ -238,8 +238,12 @@ def test_passes_issue_a_whole_installation_signed_by_one_ca() -> None:
     assert any(arg.startswith("--client-ca-file=") for arg in args)
     assert any(arg.startswith("--logical-cluster-admin-kubeconfig=") for arg in args)
     assert "--shard-external-url=https://shard-1-kcp.ns.svc:6443" in args
-    # CA, bundle, a serving certificate and an admin kubeconfig per shard, the cache kubeconfig.
-    assert [e.reason for _, e in effects.events].count("CertificateIssued") == 7
+    # One Event a pass: the CA, the bundle, the root's serving certificate and kubeconfig;
+    # then shard-1's serving certificate and kubeconfig and the cache kubeconfig.
+    issued = [(who, e.message) for who, e in effects.events if e.reason == "CertificateIssued"]
+    assert [who for who, _ in issued] == ["root", "shard-1"]
+    assert [message.count(" Secret ") for _, message in issued] == [4, 3]
+    assert "serving certificate Secret shard-1-kcp-serving (valid until 20" in issued[1][1]
 
 
 def test_a_settled_installation_issues_nothing_and_reads_no_key() -> None:
@@ -274,7 +278,8 @@ def test_a_certificate_is_renewed_before_expiry_and_the_pods_roll() -> None:
     assert certificate(after).not_valid_after_utc == NOW + datetime.timedelta(hours=19, minutes=1)
     assert kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"] != template
     renewed = [e for _, e in effects.events if e.reason == "CertificateRenewed"]
-    assert {re.findall(r"Secret (\S+)", e.message)[0] for e in renewed} == {
+    assert len(renewed) == 1
+    assert set(re.findall(r"Secret (\S+) \(", renewed[0].message)) == {
         "root-kcp-serving",
         "root-kcp-admin-kubeconfig",
     }
@@ -445,3 +450,22 @@ def test_a_kubeconfig_the_root_cannot_be_reached_with_is_reported_not_issued(
         in (degraded["message"])
     )
     assert ("Secret", "ns", "root-kcp-cache-kubeconfig") not in kube.objects
+
+
+def test_the_ca_is_read_once_and_a_replaced_ca_signs_everything_again() -> None:
+    kube = installation(bare_shard("shard-2"), bare_shard("shard-3"))
+    ctx = context(kube)
+    settle(ctx, kube, "root", "shard-1", "shard-2", "shard-3")
+    # One read: the miss before the CA existed. It signs from memory since: no key read.
+    assert kube.calls.count(("get", "Secret", "root-kcp-ca")) == 1
+    # A CA rotation: the CA Secret is deleted; the next passes make a new one and issue every
+    # leaf again from it.
+    old_ca = data(kube, "root-kcp-ca")["tls.crt"]
+    kube.delete("v1", "Secret", "ns", "root-kcp-ca")
+    ctx.store.deleted("Secret", "ns", "root-kcp-ca")
+    run(ctx, "root", "shard-1", "shard-2", "shard-3")
+    new_ca = certificate(data(kube, "root-kcp-ca")["tls.crt"])
+    assert new_ca != certificate(old_ca)
+    for name in ("root", "shard-1", "shard-2", "shard-3"):
+        assert signed_by(certificate(data(kube, f"{name}-kcp-serving")["tls.crt"]), new_ca)
+    assert data(kube, "root-kcp-client-ca")["ca.crt"] == data(kube, "root-kcp-ca")["tls.crt"]

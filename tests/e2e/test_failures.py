@@ -3,6 +3,7 @@ no Secret content in status, Events or logs. Prints the measured recovery times.
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 from typing import Any
@@ -284,6 +285,18 @@ def test_secret_content_never_reaches_status_events_or_log(
     )
     assert MARKER not in shown
     assert MARKER not in operator_process.log_tail(100_000)
+    # Nor do the keys the operator issued (for the root, and shard-1's serving certificate).
+    shown += kubectl("get", "configmaps", "-n", namespace, "-o", "json")
+    for secret in ("root-kcp-ca", "root-kcp-serving", "shard-1-kcp-serving"):
+        encoded = kubectl(
+            "get", "secret", secret, "-n", namespace, "-o", "jsonpath={.data.tls\\.key}"
+        )
+        key = base64.b64decode(encoded).decode()
+        assert "PRIVATE KEY" in key
+        body = key.splitlines()[1]
+        assert body not in shown
+        assert body not in operator_process.log_tail(100_000)
+    assert "PRIVATE KEY" not in shown + operator_process.log_tail(100_000)
 
 
 def test_pods_the_deployment_cannot_create_are_reported(

@@ -21,6 +21,7 @@ INVALID_CA = "InvalidCA"
 ISSUE_FAILED = "IssueFailed"
 NOT_ISSUED = "KubeconfigNotIssued"
 PAST = {pki.Action.ISSUE: "issued", pki.Action.RENEW: "renewed"}
+REASONS = {pki.Action.ISSUE: "CertificateIssued", pki.Action.RENEW: "CertificateRenewed"}
 PURPOSES = {
     pki.Purpose.CA: "CA",
     pki.Purpose.CLIENT_CA: "client CA bundle",
@@ -59,6 +60,21 @@ def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Iss
         return done
     installation_root = shard if shard.spec.is_root else root
     assert installation_root is not None
+    # Passes over Shards of one installation issue one at a time: the second finds the CA
+    # the first created instead of racing it to a conflict.
+    with ctx.lock(shard.namespace, f"{installation_root.name}/pki"):
+        _issue(ctx, shard, installation_root, requests, done, logger)
+    return done
+
+
+def _issue(
+    ctx: Context,
+    shard: Shard,
+    installation_root: Shard,
+    requests: list[pki.Request],
+    done: Issuance,
+    logger: Logger,
+) -> None:
     ca_name = pki.ca_secret(installation_root)
     user_ca = installation_root.spec.pki.ca_secret_ref is not None
     signer = _Signer(ca_name, read(ctx, "v1", "Secret", shard.namespace, ca_name))
@@ -70,9 +86,10 @@ def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Iss
                 "not found: nothing is issued",
             )
         )
-        return done
+        return
     now = ctx.wall_clock()
     issued: list[JSON] = []
+    changes: list[tuple[pki.Request, pki.Verdict, JSON]] = []
     for request in requests:
         live = read(ctx, "v1", "Secret", shard.namespace, request.secret)
         signed_by = None if request.purpose is pki.Purpose.CA else _signer_id(signer)
@@ -97,10 +114,10 @@ def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Iss
         issued.append(written)
         if request.purpose is pki.Purpose.CA:
             signer.meta = written
-        done.events.append(_event(request, verdict, written))
+        changes.append((request, verdict, written))
         logger.info("%s Secret %s (%s)", PAST[verdict.action], request.secret, verdict.why)
+    done.events += _events(changes)
     done.certificates = pki.certificates_status(issued)
-    return done
 
 
 def _signer_id(signer: _Signer) -> str | None:
@@ -108,9 +125,16 @@ def _signer_id(signer: _Signer) -> str | None:
 
 
 def _ca(ctx: Context, namespace: str, signer: _Signer, now: datetime.datetime) -> x509.CA:
+    """The CA that signs, read from its Secret once per version of that Secret."""
+    where, version = f"{namespace}/{signer.secret}", _signer_id(signer)
+    if signer.ca is None:
+        cached = ctx.signers.get(where)
+        if cached is not None and cached[0] == version:
+            signer.ca = cached[1]
     if signer.ca is None:
         data = ctx.kube.secret_data(namespace, signer.secret) or {}
         signer.ca = x509.load_ca(signer.secret, data.get("tls.crt"), data.get("tls.key"), now)
+    ctx.signers[where] = (version, signer.ca)
     return signer.ca
 
 
@@ -171,19 +195,19 @@ def _leaf(request: pki.Request, ca: x509.CA, signed_by: str | None, now: datetim
     return pki.secret_object(request, {"kubeconfig": document}, "Opaque", signed_by, made.not_after)
 
 
-def _event(request: pki.Request, verdict: pki.Verdict, written: JSON) -> Event:
-    what = PURPOSES[request.purpose]
-    not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(
-        pki.NOT_AFTER_ANNOTATION, ""
-    )
-    if verdict.action is pki.Action.ISSUE:
-        return Event(
-            "Normal",
-            "CertificateIssued",
-            f"issued {what} Secret {request.secret} (valid until {not_after})",
+def _events(changes: list[tuple[pki.Request, pki.Verdict, JSON]]) -> list[Event]:
+    """One Event per pass for what it issued and one for what it renewed, each naming every
+    Secret with its expiry (and why it was renewed)."""
+    lines: dict[pki.Action, list[str]] = {}
+    for request, verdict, written in changes:
+        not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(
+            pki.NOT_AFTER_ANNOTATION, ""
         )
-    return Event(
-        "Normal",
-        "CertificateRenewed",
-        f"renewed {what} Secret {request.secret} ({verdict.why}; valid until {not_after})",
-    )
+        why = f"{verdict.why}; " if verdict.action is pki.Action.RENEW else ""
+        lines.setdefault(verdict.action, []).append(
+            f"{PURPOSES[request.purpose]} Secret {request.secret} ({why}valid until {not_after})"
+        )
+    return [
+        Event("Normal", REASONS[action], f"{PAST[action]} " + ", ".join(found))
+        for action, found in lines.items()
+    ]

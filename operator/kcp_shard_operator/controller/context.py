@@ -23,6 +23,7 @@ from kcp_shard_operator.core.versions import Version
 from kcp_shard_operator.health.probe import probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome
+from kcp_shard_operator.issuer.x509 import CA
 
 PEERING_LIFETIME_SECONDS = 15
 """Keep-alives go out every lifetime minus 5-10 s, so a crashed replica is replaced within it."""
@@ -100,6 +101,10 @@ class Context:
     """Shards (by uid) whose namespace is being deleted, with the namespace: nothing more is
     written for them, nor posted about them, until they are deleted too."""
     clock: Callable[[], float] = time.monotonic
+    signers: dict[str, tuple[str | None, CA]] = field(default_factory=dict)
+    """The last CA read to sign, per namespace/CA Secret, with the Secret's version (name,
+    uid, resourceVersion): its key is read once, not once per Shard; a changed CA Secret
+    replaces it."""
     wall_clock: Callable[[], datetime.datetime] = field(
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
