@@ -244,7 +244,7 @@ def secret(name: str, **data: str) -> JSON:
     return {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": data}
 
 
-SECRETS = (secret("cache"), secret("root-admin"))
+SECRETS = (secret("cache", kubeconfig="Y2FjaGU="), secret("root-admin", kubeconfig="cm9vdA=="))
 
 
 def rolled_out(shard: JSON) -> JSON:

@@ -469,3 +469,26 @@ def test_the_ca_is_read_once_and_a_replaced_ca_signs_everything_again() -> None:
     for name in ("root", "shard-1", "shard-2", "shard-3"):
         assert signed_by(certificate(data(kube, f"{name}-kcp-serving")["tls.crt"]), new_ca)
     assert data(kube, "root-kcp-client-ca")["ca.crt"] == data(kube, "root-kcp-ca")["tls.crt"]
+
+
+def test_a_users_secret_without_the_key_kcp_reads_is_named_with_the_field() -> None:
+    mine = secret("mine", **{"tls.crt": "Y2VydA=="})
+    custom = secret("lca", other="eA==")
+    root = shard_object(
+        tls={"servingCertSecretRef": {"name": "mine"}},
+        externalURL="https://kcp.example.com",
+        logicalClusterAdminKubeconfigSecretRef={"name": "lca", "key": "admin.kubeconfig"},
+    )
+    kube = installation(mine, custom, root=root)
+    run(context(kube), "root")
+    degraded = conditions(kube, "root")["Degraded"]
+    assert (degraded["status"], degraded["reason"]) == ("True", "SecretKeyNotFound")
+    assert (
+        "Secret lca has no key 'admin.kubeconfig' (spec.logicalClusterAdminKubeconfigSecretRef, "
+        "for --logical-cluster-admin-kubeconfig)" in degraded["message"]
+    )
+    assert (
+        "Secret mine has no key 'tls.key' (spec.tls.servingCertSecretRef, for "
+        "--tls-private-key-file)" in degraded["message"]
+    )
+    assert "'tls.crt'" not in degraded["message"]

@@ -198,6 +198,16 @@ def test_unschedulable_pods_and_missing_secrets_are_reported(
         "the missing Secret to be named",
     )
     assert "absent-ca" in cond["message"]
+    # A Secret without the key kcp reads is named with the key and the field, not left to
+    # kcp's crash loop.
+    kubectl("create", "secret", "generic", "-n", namespace, "absent-ca", "--from-literal=ca=x")
+    cond = wait_for(
+        lambda: degraded_with(kubectl, namespace, "other", "SecretKeyNotFound"),
+        15,
+        "the missing key to be named",
+    )
+    assert "Secret absent-ca has no key 'ca.crt' (spec.tls.clientCASecretRef" in cond["message"]
+    kubectl("delete", "secret", "-n", namespace, "absent-ca")
     kubectl("create", "secret", "generic", "-n", namespace, "absent-ca", "--from-literal=ca.crt=x")
     start = time.monotonic()
     # Secrets are watched: the Shard is put right before the 30 s resync would come round.

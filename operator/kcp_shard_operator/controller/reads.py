@@ -48,3 +48,9 @@ def pods(ctx: Context, shard: Shard) -> list[JSON]:
         shard.namespace,
         lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
     )
+
+
+def secret_keys(secret: JSON) -> list[str]:
+    """The names of a Secret's keys: kept by the store, or of the body a miss read."""
+    kept = secret.get("keys")
+    return list(kept) if isinstance(kept, list) else sorted(secret.get("data") or {})

@@ -9,7 +9,7 @@ from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
-from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
+from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of, secret_keys
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
@@ -112,14 +112,14 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
             for api, kind, _ in CHILD_KINDS
         }
-        revisions = {
-            name: str(
-                ((read(ctx, "v1", "Secret", namespace, name) or {}).get("metadata") or {}).get(
-                    "resourceVersion", ""
-                )
-            )
-            for name in shard.spec.secret_names
+        secrets = {
+            name: read(ctx, "v1", "Secret", namespace, name) for name in shard.spec.secret_names
         }
+        revisions = {
+            name: str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
+            for name, body in secrets.items()
+        }
+        keys = {name: secret_keys(body) for name, body in secrets.items() if body is not None}
     except APIError as err:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
@@ -132,7 +132,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     for issued in issuance.events:
         ctx.post(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
-    decision = plan(shard, root, observed, release, revisions, classes)
+    decision = plan(shard, root, observed, release, revisions, classes, keys)
     failures: list[str] = []
     for child in decision.apply:
         kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
@@ -172,6 +172,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         unused_refs=decision.unused_refs,
         apply_errors=failures,
         missing_secrets=decision.missing_secrets,
+        missing_keys=decision.missing_keys,
         pods=shard_pods,
         storage=decision.storage,
         claim=observed.get("PersistentVolumeClaim"),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -22,6 +22,7 @@ from kcp_shard_operator.core.meta import HASH_ANNOTATION, child_name
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.secretkeys import missing_keys
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import deployed_version
 from kcp_shard_operator.core.versions import Version, parse_or_none
@@ -42,6 +43,7 @@ class Plan:
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
     missing_secrets: list[str] = field(default_factory=list)
+    missing_keys: list[str] = field(default_factory=list)
     storage: Storage = Storage.CLAIM
     storage_problems: list[tuple[str, str]] = field(default_factory=list)
     """(reason, message) of what keeps the data volume from its desired state."""
@@ -89,9 +91,11 @@ def plan(
     deprecating_release: Version,
     secret_revisions: Mapping[str, str] | None = None,
     storage_classes: dict[str, JSON] | None = None,
+    secret_keys: Mapping[str, Collection[str]] | None = None,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
-    ``storage_classes`` are the cluster's StorageClasses by name (None: not known)."""
+    ``storage_classes`` are the cluster's StorageClasses by name (None: not known);
+    ``secret_keys`` the names of the keys of the Secrets that exist."""
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
     if not shard.spec.is_root and root is None:
@@ -132,11 +136,12 @@ def plan(
         if pending:
             storage_problems.append(pending)
     drifted = [obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)]
-    mounted = secret_names(rendered.deployment["spec"]["template"]["spec"])
+    pod_spec = rendered.deployment["spec"]["template"]["spec"]
     return replace(
         verdict,
         apply=drifted,
-        missing_secrets=_missing(mounted, secret_revisions),
+        missing_secrets=_missing(secret_names(pod_spec), secret_revisions),
+        missing_keys=missing_keys(pod_spec, secret_keys or {}),
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         dropped_args=[] if held_back else rendered.dropped_args,
         unused_refs=[] if held_back else rendered.unused_refs,

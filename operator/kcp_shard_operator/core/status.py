@@ -43,6 +43,7 @@ class Observation:
     extra_conditions: list[Condition] = field(default_factory=list)
     apply_errors: list[str] = field(default_factory=list)
     missing_secrets: list[str] = field(default_factory=list)
+    missing_keys: list[str] = field(default_factory=list)
     pods: list[JSON] = field(default_factory=list)
     storage: Storage = Storage.CLAIM
     claim: JSON | None = None
@@ -162,6 +163,7 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
                 "Secret(s) referenced by the spec not found: " + ", ".join(seen.missing_secrets),
             )
         )
+    found += [("SecretKeyNotFound", problem) for problem in seen.missing_keys]
     replica_failure = _replica_failure(seen.deployment)
     if replica_failure:
         found.append(("ReplicaFailure", replica_failure))
