@@ -196,7 +196,13 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         driver.kubectl("create", "namespace", namespace)
         for secret in ("cache", "root-admin"):
             driver.kubectl(
-                "create", "secret", "generic", secret, "-n", namespace, "--from-literal=k=v"
+                "create",
+                "secret",
+                "generic",
+                secret,
+                "-n",
+                namespace,
+                "--from-literal=kubeconfig=x",
             )
 
     log(f"[N={n}] floor: server-side apply of the rendered Deployments and Services")
