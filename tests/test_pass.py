@@ -53,7 +53,13 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     effects = Effects()
     ctx = context(kube, effects)
     run(ctx, "root")
-    issued = ["root-kcp-ca", "root-kcp-client-ca", "root-kcp-serving", "root-kcp-admin-kubeconfig"]
+    issued = [
+        "root-kcp-ca",
+        "root-kcp-client-ca",
+        "root-kcp-serving",
+        "root-kcp-service-account-key",
+        "root-kcp-admin-kubeconfig",
+    ]
     assert kube.writes == [
         *(("create", "Secret", name) for name in issued),
         ("apply", "Service", "root-kcp"),
@@ -61,7 +67,7 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
         ("apply", "Deployment", "root-kcp"),
         ("status", "Shard", "root"),
     ]
-    filled = with_issued(make(shard_object()), None)
+    filled = with_issued(make(shard_object()), None, service_account_key=True)
     revisions = {
         name: kube.objects[("Secret", "ns", name)]["metadata"]["resourceVersion"]
         for name in filled.spec.secret_names
@@ -72,12 +78,14 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     assert condition(kube, "root", "Ready") == ("False", "RollingOut")
     assert [event.reason for _, event in effects.events] == ["CertificateIssued"]
     assert all(name in effects.events[0][1].message for name in issued)
-    assert [entry["secret"] for entry in status(kube, "root")["certificates"]] == sorted(issued)
+    # Every issued Secret but the service-account key, which does not expire.
+    expiring = sorted(set(issued) - {"root-kcp-service-account-key"})
+    assert [entry["secret"] for entry in status(kube, "root")["certificates"]] == expiring
 
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     effects.events.clear()
     run(ctx, "root")
-    assert kube.writes[8:] == [("status", "Shard", "root")]
+    assert kube.writes[9:] == [("status", "Shard", "root")]
     assert (status(kube, "root")["phase"], status(kube, "root")["version"]) == ("Ready", "0.34.0")
     assert [event.reason for _, event in effects.events] == ["RolledOut"]
 

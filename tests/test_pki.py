@@ -4,6 +4,7 @@ what passes over a root and a non-root Shard write, renew, refuse and report."""
 from __future__ import annotations
 
 import base64
+import copy
 import datetime
 import json
 import re
@@ -16,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kcp_shard_operator.core import pki
+from kcp_shard_operator.core import pki, renewal
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.versions import Version
 
@@ -180,11 +181,11 @@ def test_the_verdict_keeps_renews_and_never_overwrites_a_users_secret() -> None:
     serving = next(r for r in pki.requests(root, None, RELEASE) if r.purpose is pki.Purpose.SERVING)
     issued = pki.secret_object(serving, {"tls.crt": "x"}, "Opaque", "ca/u/1", NOW)
     issued["metadata"]["annotations"][pki.NOT_AFTER_ANNOTATION] = "2026-12-04T22:00:00Z"
-    verdict = pki.verdict
-    assert verdict(serving, None, "ca/u/1", NOW).action is pki.Action.ISSUE
-    assert verdict(serving, issued, "ca/u/1", NOW).action is pki.Action.KEEP
+    verdict = renewal.verdict
+    assert verdict(serving, None, "ca/u/1", NOW).action is renewal.Action.ISSUE
+    assert verdict(serving, issued, "ca/u/1", NOW).action is renewal.Action.KEEP
     later = NOW + datetime.timedelta(hours=9, minutes=1)
-    assert verdict(serving, issued, "ca/u/1", later).action is pki.Action.RENEW
+    assert verdict(serving, issued, "ca/u/1", later).action is renewal.Action.RENEW
     assert verdict(serving, issued, "ca/u/2", NOW).why == "its CA changed"
     shorter = pki.requests(
         make(shard_object(pki={"certificateLifetime": "1h", "renewBefore": "10m"})), None, RELEASE
@@ -194,7 +195,7 @@ def test_the_verdict_keeps_renews_and_never_overwrites_a_users_secret() -> None:
     )
     users = {"metadata": {"name": "root-kcp-serving"}}
     found = verdict(serving, users, "ca/u/1", NOW)
-    assert found.action is pki.Action.CONFLICT
+    assert found.action is renewal.Action.CONFLICT
     assert "root-kcp-serving" in found.why
 
 
@@ -242,7 +243,19 @@ def test_passes_issue_a_whole_installation_signed_by_one_ca() -> None:
     # then shard-1's serving certificate and kubeconfig and the cache kubeconfig.
     issued = [(who, e.message) for who, e in effects.events if e.reason == "CertificateIssued"]
     assert [who for who, _ in issued] == ["root", "shard-1"]
-    assert [message.count(" Secret ") for _, message in issued] == [4, 3]
+    assert [message.count(" Secret ") for _, message in issued] == [5, 3]
+    # One service-account key for the installation: tokens of one shard verify on the other.
+    sa_key = serialization.load_pem_private_key(
+        data(kube, "root-kcp-service-account-key")["tls.key"], None
+    )
+    assert isinstance(sa_key, ec.EllipticCurvePrivateKey)
+    for shard in ("root", "shard-1"):
+        volumes = kube.objects[("Deployment", "ns", f"{shard}-kcp")]["spec"]["template"]["spec"][
+            "volumes"
+        ]
+        assert "root-kcp-service-account-key" in [
+            v["secret"]["secretName"] for v in volumes if "secret" in v
+        ]
     assert "serving certificate Secret shard-1-kcp-serving (valid until 20" in issued[1][1]
 
 
@@ -492,3 +505,47 @@ def test_a_users_secret_without_the_key_kcp_reads_is_named_with_the_field() -> N
         "--tls-private-key-file)" in degraded["message"]
     )
     assert "'tls.crt'" not in degraded["message"]
+
+
+def test_a_shard_that_ran_without_the_service_account_key_never_gets_it() -> None:
+    root = make(shard_object())
+    new = make(bare_shard())
+    assert pki.takes_service_account_key(new, root, None)
+    ran = make({**bare_shard(), "status": {"version": "0.34.0"}})
+    assert not pki.takes_service_account_key(ran, root, None), "its Deployment was deleted"
+    without: JSON = {"spec": {"template": {"spec": {"volumes": []}}}}
+    assert not pki.takes_service_account_key(new, root, without)
+    mounting = {
+        "spec": {
+            "template": {
+                "spec": {
+                    "volumes": [
+                        {"name": "sa", "secret": {"secretName": "root-kcp-service-account-key"}}
+                    ]
+                }
+            }
+        }
+    }
+    assert pki.takes_service_account_key(new, root, mounting)
+    names = [r.secret for r in pki.requests(new, root, RELEASE, service_account_key=False)]
+    assert "root-kcp-service-account-key" not in names
+    filled = pki.with_issued(new, root, service_account_key=False)
+    assert filled.spec.tls.service_account_key_secret_ref is None
+
+
+def test_an_existing_shard_keeps_running_without_the_service_account_key() -> None:
+    """A Shard made before the operator issued anything: its next passes issue the rest but
+    no service-account key, and its pods keep kcp's own key."""
+    kube = installation(root=shard_object(pki={"issue": False}))
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    respec_pki = copy.deepcopy(kube.objects[("Shard", "ns", "root")])
+    respec_pki["spec"].pop("pki")
+    ctx.store.put("Shard", kube.put(respec_pki))
+    run(ctx, "root")
+    assert ("Secret", "ns", "root-kcp-serving") in kube.objects
+    assert ("Secret", "ns", "root-kcp-service-account-key") not in kube.objects
+    args = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]["spec"]["containers"][
+        0
+    ]["args"]
+    assert not any(arg.startswith("--service-account-key-file") for arg in args)

@@ -80,7 +80,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             root = root_of(shard, shards)
             filled_root = None if root is None else with_issued(root, None)
-            rendered = render_shard(with_issued(shard, root), filled_root, release)
+            # As for a new Shard: one that runs without the installation's service-account
+            # key never gets it (its tokens would no longer verify).
+            filled = with_issued(shard, root, service_account_key=True)
+            rendered = render_shard(filled, filled_root, release)
         except SpecError as err:
             problems.append(ShardProblem(shard.key, str(err)))
             continue

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reads import read
-from kcp_shard_operator.core import pki
+from kcp_shard_operator.core import pki, renewal
+from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import Event
@@ -20,11 +21,12 @@ CERTIFICATE_CONFLICT = "CertificateConflict"
 INVALID_CA = "InvalidCA"
 ISSUE_FAILED = "IssueFailed"
 NOT_ISSUED = "KubeconfigNotIssued"
-PAST = {pki.Action.ISSUE: "issued", pki.Action.RENEW: "renewed"}
-REASONS = {pki.Action.ISSUE: "CertificateIssued", pki.Action.RENEW: "CertificateRenewed"}
+PAST = {renewal.Action.ISSUE: "issued", renewal.Action.RENEW: "renewed"}
+REASONS = {renewal.Action.ISSUE: "CertificateIssued", renewal.Action.RENEW: "CertificateRenewed"}
 PURPOSES = {
     pki.Purpose.CA: "CA",
     pki.Purpose.CLIENT_CA: "client CA bundle",
+    pki.Purpose.SERVICE_ACCOUNT_KEY: "service-account key",
     pki.Purpose.SERVING: "serving certificate",
     pki.Purpose.KUBECONFIG: "kubeconfig",
 }
@@ -53,8 +55,10 @@ class _Signer:
 def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Issuance:
     """Issue what ``shard`` leaves unset; the Shard as the rest of the pass renders it."""
     release = ctx.settings.deprecating_release
-    requests = pki.requests(shard, root, release)
-    done = Issuance(pki.with_issued(shard, root))
+    deployment = read(ctx, "apps/v1", "Deployment", shard.namespace, child_name(shard))
+    key = pki.takes_service_account_key(shard, root, deployment)
+    requests = pki.requests(shard, root, release, service_account_key=key)
+    done = Issuance(pki.with_issued(shard, root, service_account_key=key))
     done.problems += [(NOT_ISSUED, why) for why in pki.not_issued(done.shard, root, release)]
     if not requests:
         return done
@@ -89,17 +93,17 @@ def _issue(
         return
     now = ctx.wall_clock()
     issued: list[JSON] = []
-    changes: list[tuple[pki.Request, pki.Verdict, JSON]] = []
+    changes: list[tuple[pki.Request, renewal.Verdict, JSON]] = []
     for request in requests:
         live = read(ctx, "v1", "Secret", shard.namespace, request.secret)
-        signed_by = None if request.purpose is pki.Purpose.CA else _signer_id(signer)
-        verdict = pki.verdict(request, live, signed_by, now)
-        if verdict.action is pki.Action.CONFLICT:
+        signed_by = None if request.purpose in pki.KEPT_FOREVER else _signer_id(signer)
+        verdict = renewal.verdict(request, live, signed_by, now)
+        if verdict.action is renewal.Action.CONFLICT:
             done.problems.append((CERTIFICATE_CONFLICT, verdict.why))
             if request.purpose is pki.Purpose.CA:
                 break
             continue
-        if verdict.action is pki.Action.KEEP:
+        if verdict.action is renewal.Action.KEEP:
             issued.append(live or {})
             continue
         try:
@@ -121,7 +125,7 @@ def _issue(
 
 
 def _signer_id(signer: _Signer) -> str | None:
-    return pki.signer_id(signer.meta) if signer.meta is not None else None
+    return renewal.signer_id(signer.meta) if signer.meta is not None else None
 
 
 def _ca(ctx: Context, namespace: str, signer: _Signer, now: datetime.datetime) -> x509.CA:
@@ -145,7 +149,10 @@ def _write(
     resourceVersion the verdict was made on."""
     namespace = request.owner.namespace
     made_ca = None
-    if request.purpose is pki.Purpose.CA:
+    if request.purpose is pki.Purpose.SERVICE_ACCOUNT_KEY:
+        data = {"tls.key": x509.new_key()}
+        body = pki.secret_object(request, data, "Opaque", None, None)
+    elif request.purpose is pki.Purpose.CA:
         made_ca, made = x509.new_ca(request, now)
         data = {
             "tls.crt": made.certificate_pem,
@@ -195,15 +202,15 @@ def _leaf(request: pki.Request, ca: x509.CA, signed_by: str | None, now: datetim
     return pki.secret_object(request, {"kubeconfig": document}, "Opaque", signed_by, made.not_after)
 
 
-def _events(changes: list[tuple[pki.Request, pki.Verdict, JSON]]) -> list[Event]:
+def _events(changes: list[tuple[pki.Request, renewal.Verdict, JSON]]) -> list[Event]:
     """One Event per pass for what it issued and one for what it renewed, each naming every
     Secret with its expiry (and why it was renewed)."""
-    lines: dict[pki.Action, list[str]] = {}
+    lines: dict[renewal.Action, list[str]] = {}
     for request, verdict, written in changes:
         not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(
             pki.NOT_AFTER_ANNOTATION, ""
         )
-        why = f"{verdict.why}; " if verdict.action is pki.Action.RENEW else ""
+        why = f"{verdict.why}; " if verdict.action is renewal.Action.RENEW else ""
         lines.setdefault(verdict.action, []).append(
             f"{PURPOSES[request.purpose]} Secret {request.secret} ({why}valid until {not_after})"
         )

@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from enum import Enum
 
 from kcp_shard_operator.constants import API_GROUP, FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.deployment import secret_names
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.pkispec import duration_seconds, url_host
@@ -52,15 +53,21 @@ SHARD_BASE_CONTEXT = "shard-base"
 CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 """The generated CA lives ten years and is not renewed by the operator (see the README)."""
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-LIFETIME_SLACK = datetime.timedelta(minutes=1)
-"""A certificate outliving the spec's lifetime by more than this is issued again at once."""
 
 
 class Purpose(Enum):
+    """What an issued Secret holds; its label ``kcpshard.dev/issued`` says which."""
+
     CA = "ca"
     CLIENT_CA = "client-ca"
+    SERVICE_ACCOUNT_KEY = "service-account-key"
     SERVING = "serving"
     KUBECONFIG = "kubeconfig"
+
+
+KEPT_FOREVER = frozenset({Purpose.CA, Purpose.SERVICE_ACCOUNT_KEY})
+"""Never issued again by the operator: a new CA or service-account key would invalidate what
+the old one signed (see the README on rotating them)."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +118,24 @@ class Names:
     @property
     def cache_kubeconfig(self) -> str:
         return f"{self.root}-kcp-cache-kubeconfig"
+
+    @property
+    def service_account_key(self) -> str:
+        return f"{self.root}-kcp-service-account-key"
+
+
+def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON | None) -> bool:
+    """Whether ``shard`` may get the installation's service-account key: a new shard (no
+    Deployment, never rolled out), or one that mounts it already. Never one that runs
+    without it: kcp then signs with a key of its own in its root directory, and a new key
+    would invalidate every token it has signed."""
+    if deployment is None:
+        return not (shard.status or {}).get("version")
+    installation_root = shard if shard.spec.is_root else root
+    if installation_root is None:
+        return False
+    pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
+    return Names(installation_root.name).service_account_key in secret_names(pod_spec)
 
 
 def serving_secret(shard: Shard) -> str:
@@ -238,9 +263,16 @@ def not_issued(shard: Shard, root: Shard | None, deprecating_release: Version) -
     return [f"{ref} is unset and cannot be issued ({why}): set it" for ref in missing]
 
 
-def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[Request]:
+def requests(
+    shard: Shard,
+    root: Shard | None,
+    deprecating_release: Version,
+    *,
+    service_account_key: bool = False,
+) -> list[Request]:
     """What the pass over ``shard`` issues, CA first; nothing without ``spec.pki.issue`` or,
-    for a non-root shard, without its root Shard (``root``).
+    for a non-root shard, without its root Shard (``root``). The installation's
+    service-account key only with ``service_account_key`` (:func:`takes_service_account_key`).
 
     A kubeconfig is issued only for a shard that a client certificate of the operator's CA
     reaches (:func:`issues_client_certificates`): one signed for a shard that trusts the
@@ -260,6 +292,15 @@ def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> 
         )
     if spec.tls.serving_cert_secret_ref is None:
         found.append(_serving(shard))
+    if service_account_key and spec.tls.service_account_key_secret_ref is None:
+        found.append(
+            Request(
+                names.service_account_key,
+                Purpose.SERVICE_ACCOUNT_KEY,
+                installation_root,
+                "service-account signing key",
+            )
+        )
     if issues_client_certificates(shard) and (
         spec.admin_kubeconfig_secret_ref is None
         or spec.logical_cluster_admin_kubeconfig_secret_ref is None
@@ -284,10 +325,11 @@ def requests(shard: Shard, root: Shard | None, deprecating_release: Version) -> 
     return found
 
 
-def with_issued(shard: Shard, root: Shard | None) -> Shard:
+def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool = False) -> Shard:
     """``shard`` with every reference it leaves unset pointing at the Secret issued for it,
     and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
-    kubeconfig needs one (kcp requires it with that flag)."""
+    kubeconfig needs one (kcp requires it with that flag); the service-account key only with
+    ``service_account_key``."""
     installation_root = _installation_root(shard, root)
     if installation_root is None:
         return shard
@@ -299,6 +341,8 @@ def with_issued(shard: Shard, root: Shard | None) -> Shard:
         or LocalObjectRef(serving_secret(shard)),
         client_ca_secret_ref=spec.tls.client_ca_secret_ref or LocalObjectRef(names.client_ca),
     )
+    if service_account_key and tls.service_account_key_secret_ref is None:
+        tls = replace(tls, service_account_key_secret_ref=LocalObjectRef(names.service_account_key))
     filled = replace(spec, tls=tls)
     if issues_client_certificates(shard):
         admin = SecretKeyRef(admin_kubeconfig_secret(shard))
@@ -356,82 +400,18 @@ def kubeconfig_document(request: Request, ca_pem: str, certificate_pem: str, key
     return json.dumps(document, indent=2) + "\n"
 
 
-class Action(Enum):
-    KEEP = "Keep"
-    ISSUE = "Issue"
-    RENEW = "Renew"
-    CONFLICT = "Conflict"
-
-
-@dataclass(frozen=True)
-class Verdict:
-    action: Action
-    why: str
-
-
-def signer_id(secret_meta: JSON) -> str:
-    """How a certificate names the CA Secret that signed it: name, uid and resourceVersion
-    (a CA replaced or changed in place signs everything again)."""
-    meta = secret_meta.get("metadata") or {}
-    return f"{meta.get('name')}/{meta.get('uid')}/{meta.get('resourceVersion')}"
-
-
-def parse_time(text: str | None) -> datetime.datetime | None:
-    try:
-        return datetime.datetime.strptime(str(text), TIME_FORMAT).replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return None
-
-
-def verdict(
-    request: Request, live: JSON | None, signer: str | None, now: datetime.datetime
-) -> Verdict:
-    """Whether the Secret ``live`` (its metadata; None when absent) fits ``request``.
-
-    ``signer`` is :func:`signer_id` of the CA (None for the CA itself). A Secret of that name
-    that the operator did not issue is never written over.
-    """
-    if live is None:
-        return Verdict(Action.ISSUE, "missing")
-    meta = live.get("metadata") or {}
-    if (meta.get("labels") or {}).get(ISSUED_LABEL) != request.purpose.value:
-        return Verdict(
-            Action.CONFLICT,
-            f"Secret {request.secret} exists and was not issued by {FIELD_MANAGER} for "
-            f"{request.purpose.value}: it is left as it is; delete it, or set the spec's "
-            "reference to it, or set spec.pki.issue to false",
-        )
-    annotations = meta.get("annotations") or {}
-    if annotations.get(REQUEST_ANNOTATION) != request.digest:
-        return Verdict(Action.RENEW, "its names changed")
-    if signer is not None and annotations.get(SIGNED_BY_ANNOTATION) != signer:
-        return Verdict(Action.RENEW, "its CA changed")
-    not_after = parse_time(annotations.get(NOT_AFTER_ANNOTATION))
-    if request.purpose is Purpose.CA:
-        return Verdict(Action.KEEP, "")
-    if not_after is None:
-        return Verdict(Action.RENEW, "its expiry is not recorded")
-    longest = now + datetime.timedelta(seconds=request.lifetime_seconds) + LIFETIME_SLACK
-    if request.purpose is not Purpose.CLIENT_CA and not_after > longest:
-        return Verdict(Action.RENEW, "spec.pki.certificateLifetime is now shorter")
-    if now >= not_after - datetime.timedelta(seconds=request.renew_before_seconds):
-        return Verdict(Action.RENEW, f"it expires at {not_after.strftime(TIME_FORMAT)}")
-    return Verdict(Action.KEEP, "")
-
-
 def secret_object(
     request: Request,
     data: dict[str, str],
     secret_type: str,
     signer: str | None,
-    not_after: datetime.datetime,
+    not_after: datetime.datetime | None,
 ) -> JSON:
     """The issued Secret holding ``data`` (encoded here), owned by the request's Shard."""
     owner = request.owner
-    annotations = {
-        REQUEST_ANNOTATION: request.digest,
-        NOT_AFTER_ANNOTATION: not_after.strftime(TIME_FORMAT),
-    }
+    annotations = {REQUEST_ANNOTATION: request.digest}
+    if not_after is not None:
+        annotations[NOT_AFTER_ANNOTATION] = not_after.strftime(TIME_FORMAT)
     if signer is not None:
         annotations[SIGNED_BY_ANNOTATION] = signer
     meta: JSON = {

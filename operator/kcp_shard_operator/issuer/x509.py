@@ -49,6 +49,12 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
     ).decode()
 
 
+def new_key() -> str:
+    """A new ECDSA P-256 private key (PEM, PKCS#8): kcp signs service-account tokens with it
+    (ES256) and verifies them with its public half."""
+    return _key_pem(ec.generate_private_key(ec.SECP256R1()))
+
+
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
     attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
     if organization:
