@@ -27,8 +27,8 @@ def numeric_hash_shard(namespace: str) -> tuple[dict[str, Any], str]:
             "spec": {"version": "0.34.0", "replicas": 1},
         }
         shard = parse_shard(obj, DEFAULT_DEPRECATING_RELEASE)
-        # As `render` does: with the references to the Secrets the operator would issue.
-        filled = with_issued(shard, None)
+        # As `render` does: with the references to the Secrets the operator would issue a new Shard.
+        filled = with_issued(shard, None, service_account_key=True)
         for child in render_shard(filled, None, DEFAULT_DEPRECATING_RELEASE).objects:
             digest = child["metadata"]["annotations"][HASH_ANNOTATION]
             if NUMERIC.match(digest):
