@@ -245,10 +245,10 @@ def test_passes_issue_a_whole_installation_signed_by_one_ca() -> None:
     assert [who for who, _ in issued] == ["root", "shard-1"]
     assert [message.count(" Secret ") for _, message in issued] == [5, 3]
     # One service-account key for the installation: tokens of one shard verify on the other.
-    sa_key = serialization.load_pem_private_key(
-        data(kube, "root-kcp-service-account-key")["tls.key"], None
-    )
-    assert isinstance(sa_key, ec.EllipticCurvePrivateKey)
+    sa_pem = data(kube, "root-kcp-service-account-key")["tls.key"]
+    # SEC 1: the only form of an ECDSA private key kcp's --service-account-key-file reads.
+    assert sa_pem.startswith(b"-----BEGIN EC PRIVATE KEY-----")
+    assert isinstance(serialization.load_pem_private_key(sa_pem, None), ec.EllipticCurvePrivateKey)
     for shard in ("root", "shard-1"):
         volumes = kube.objects[("Deployment", "ns", f"{shard}-kcp")]["spec"]["template"]["spec"][
             "volumes"

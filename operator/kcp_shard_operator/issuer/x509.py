@@ -50,9 +50,16 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> str:
 
 
 def new_key() -> str:
-    """A new ECDSA P-256 private key (PEM, PKCS#8): kcp signs service-account tokens with it
-    (ES256) and verifies them with its public half."""
-    return _key_pem(ec.generate_private_key(ec.SECP256R1()))
+    """A new ECDSA P-256 private key: kcp signs service-account tokens with it (ES256) and
+    verifies them with its public half. PEM ``EC PRIVATE KEY`` (SEC 1), not PKCS#8: the
+    reader of ``--service-account-key-file`` (client-go's keyutil) takes ECDSA private keys
+    only in that form ("data does not contain any valid RSA or ECDSA public keys")."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.TraditionalOpenSSL,
+        serialization.NoEncryption(),
+    ).decode()
 
 
 def _name(common_name: str, organization: str | None = None) -> x509.Name:
