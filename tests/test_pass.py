@@ -59,6 +59,7 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
         "root-kcp-serving",
         "root-kcp-service-account-key",
         "root-kcp-admin-kubeconfig",
+        "root-kcp-logical-cluster-admin-kubeconfig",
     ]
     assert kube.writes == [
         *(("create", "Secret", name) for name in issued),
@@ -85,7 +86,7 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     effects.events.clear()
     run(ctx, "root")
-    assert kube.writes[9:] == [("status", "Shard", "root")]
+    assert kube.writes[len(issued) + 4 :] == [("status", "Shard", "root")]
     assert (status(kube, "root")["phase"], status(kube, "root")["version"]) == ("Ready", "0.34.0")
     assert [event.reason for _, event in effects.events] == ["RolledOut"]
 

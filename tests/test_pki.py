@@ -78,6 +78,7 @@ def test_a_root_shard_asks_for_a_ca_a_bundle_a_serving_certificate_and_its_kubec
         ("root-kcp-client-ca", pki.Purpose.CLIENT_CA),
         ("root-kcp-serving", pki.Purpose.SERVING),
         ("root-kcp-admin-kubeconfig", pki.Purpose.KUBECONFIG),
+        ("root-kcp-logical-cluster-admin-kubeconfig", pki.Purpose.KUBECONFIG),
     ]
 
 
@@ -91,6 +92,7 @@ def test_a_non_root_shard_before_the_deprecating_release_also_gets_the_root_kube
         "root-kcp-client-ca",
         "shard-1-kcp-serving",
         "shard-1-kcp-admin-kubeconfig",
+        "shard-1-kcp-logical-cluster-admin-kubeconfig",
         "root-kcp-cache-kubeconfig",
         "root-kcp-admin-kubeconfig",
     ]
@@ -118,7 +120,7 @@ def test_the_filled_spec_points_at_the_issued_secrets() -> None:
         "root-kcp-admin-kubeconfig",
         "root-kcp-cache-kubeconfig",
         "root-kcp-client-ca",
-        "shard-1-kcp-admin-kubeconfig",
+        "shard-1-kcp-logical-cluster-admin-kubeconfig",
         "shard-1-kcp-serving",
     ]
     assert filled.external_url == "https://shard-1-kcp.ns.svc:6443"
@@ -230,6 +232,12 @@ def test_passes_issue_a_whole_installation_signed_by_one_ca() -> None:
         assert config["current-context"] == "shard-base"
         assert conditions(kube, shard)["Ready"]["status"] == "True"
         assert conditions(kube, shard)["Degraded"]["status"] == "False"
+        # The LogicalClusters on other shards are made with kcp's own group, not masters.
+        lca = data(kube, f"{shard}-kcp-logical-cluster-admin-kubeconfig")["kubeconfig"]
+        _, lca_client = kubeconfig_certificate(lca)
+        assert lca_client.subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)[0].value == (
+            "system:kcp:logical-cluster-admin"
+        )
     cache, _ = kubeconfig_certificate(data(kube, "root-kcp-cache-kubeconfig")["kubeconfig"])
     assert cache["clusters"][0]["cluster"]["server"] == "https://root-kcp.ns.svc:6443"
     args = kube.objects[("Deployment", "ns", "shard-1-kcp")]["spec"]["template"]["spec"][
@@ -243,7 +251,7 @@ def test_passes_issue_a_whole_installation_signed_by_one_ca() -> None:
     # then shard-1's serving certificate and kubeconfig and the cache kubeconfig.
     issued = [(who, e.message) for who, e in effects.events if e.reason == "CertificateIssued"]
     assert [who for who, _ in issued] == ["root", "shard-1"]
-    assert [message.count(" Secret ") for _, message in issued] == [5, 3]
+    assert [message.count(" Secret ") for _, message in issued] == [6, 4]
     # One service-account key for the installation: tokens of one shard verify on the other.
     sa_pem = data(kube, "root-kcp-service-account-key")["tls.key"]
     # SEC 1: the only form of an ECDSA private key kcp's --service-account-key-file reads.
@@ -295,6 +303,7 @@ def test_a_certificate_is_renewed_before_expiry_and_the_pods_roll() -> None:
     assert set(re.findall(r"Secret (\S+) \(", renewed[0].message)) == {
         "root-kcp-serving",
         "root-kcp-admin-kubeconfig",
+        "root-kcp-logical-cluster-admin-kubeconfig",
     }
     assert data(kube, "root-kcp-ca")["tls.crt"] == data(kube, "root-kcp-client-ca")["ca.crt"]
 

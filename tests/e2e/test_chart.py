@@ -43,8 +43,11 @@ ISSUED_SECRETS = (
     "root-kcp-serving",
     "root-kcp-admin-kubeconfig",
     "root-kcp-cache-kubeconfig",
+    "root-kcp-logical-cluster-admin-kubeconfig",
+    "root-kcp-service-account-key",
     "shard-1-kcp-serving",
     "shard-1-kcp-admin-kubeconfig",
+    "shard-1-kcp-logical-cluster-admin-kubeconfig",
 )
 """What the operator issues for the samples (kcp 0.27.1: shard-1 also mounts the root's admin
 kubeconfig)."""
@@ -177,7 +180,8 @@ def test_install_and_token_operator_reconciles_the_samples(
                     "kcp-shard-operator"
                 )
             shard_1 = get(kubectl, "shard", "shard-1", "-n", samples_namespace)
-            assert len(shard_1["status"]["certificates"]) == 6, shard_1["status"]  # CA included
+            # Every one it uses but the service-account key (which does not expire), CA included.
+            assert len(shard_1["status"]["certificates"]) == 7, shard_1["status"]
             assert operator.running(), operator.log_tail()
         assert rbac_denials(log_path.read_text()) == []
 

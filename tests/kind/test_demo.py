@@ -53,13 +53,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 DEMO_NAMESPACE = "kcp-samples"
 UNSERVED_NAMESPACE = "kcp-samples-unserved"
 ISSUED = {
-    "root": ["root-kcp-admin-kubeconfig", "root-kcp-ca", "root-kcp-client-ca", "root-kcp-serving"],
+    "root": [
+        "root-kcp-admin-kubeconfig",
+        "root-kcp-ca",
+        "root-kcp-client-ca",
+        "root-kcp-logical-cluster-admin-kubeconfig",
+        "root-kcp-serving",
+    ],
     "shard-1": [
         "root-kcp-admin-kubeconfig",
         "root-kcp-ca",
         "root-kcp-cache-kubeconfig",
         "root-kcp-client-ca",
         "shard-1-kcp-admin-kubeconfig",
+        "shard-1-kcp-logical-cluster-admin-kubeconfig",
         "shard-1-kcp-serving",
     ],
 }

@@ -48,6 +48,9 @@ NOT_AFTER_ANNOTATION = f"{API_GROUP}/not-after"
 ADMIN_USER = "kcp-shard-operator"
 ADMIN_GROUP = "system:masters"
 """The group kcp grants everything on a shard; the identity-cache cleanup needs it."""
+LOGICAL_CLUSTER_ADMIN_USER = "logical-cluster-admin"
+LOGICAL_CLUSTER_ADMIN_GROUP = "system:kcp:logical-cluster-admin"
+"""kcp's group for creating LogicalClusters on other shards (its bootstrap policy)."""
 SHARD_BASE_CONTEXT = "shard-base"
 """The context kcp reads from ``--root-shard-kubeconfig-file`` (and the cleanup prefers)."""
 CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
@@ -146,6 +149,10 @@ def admin_kubeconfig_secret(shard: Shard) -> str:
     return f"{shard.name}-kcp-admin-kubeconfig"
 
 
+def logical_cluster_admin_secret(shard: Shard) -> str:
+    return f"{shard.name}-kcp-logical-cluster-admin-kubeconfig"
+
+
 def ca_secret(root: Shard) -> str:
     """The Secret of the CA that signs for ``root``'s installation."""
     ref = root.spec.pki.ca_secret_ref
@@ -193,14 +200,21 @@ def _serving(shard: Shard) -> Request:
     )
 
 
-def _kubeconfig(secret: str, owner: Shard, server: str, context: str) -> Request:
+def _kubeconfig(
+    secret: str,
+    owner: Shard,
+    server: str,
+    context: str,
+    user: tuple[str, str] = (ADMIN_USER, ADMIN_GROUP),
+) -> Request:
+    """A kubeconfig of ``user`` (name, group) for ``server``."""
     lifetime, renew = _lifetimes(owner)
     return Request(
         secret=secret,
         purpose=Purpose.KUBECONFIG,
         owner=owner,
-        common_name=ADMIN_USER,
-        organization=ADMIN_GROUP,
+        common_name=user[0],
+        organization=user[1],
         server=server,
         context=context,
         lifetime_seconds=lifetime,
@@ -210,6 +224,18 @@ def _kubeconfig(secret: str, owner: Shard, server: str, context: str) -> Request
 
 def _admin(shard: Shard) -> Request:
     return _kubeconfig(admin_kubeconfig_secret(shard), shard, shard_url(shard), SHARD_BASE_CONTEXT)
+
+
+def _logical_cluster_admin(shard: Shard) -> Request:
+    """What the shard creates LogicalClusters with on the other shards: kcp's own group for
+    it, which its bootstrap policy lets do that and nothing more (not ``system:masters``)."""
+    return _kubeconfig(
+        logical_cluster_admin_secret(shard),
+        shard,
+        shard_url(shard),
+        LOGICAL_CLUSTER_ADMIN_GROUP,
+        (LOGICAL_CLUSTER_ADMIN_USER, LOGICAL_CLUSTER_ADMIN_GROUP),
+    )
 
 
 def shard_url(shard: Shard) -> str:
@@ -301,11 +327,11 @@ def requests(
                 "service-account signing key",
             )
         )
-    if issues_client_certificates(shard) and (
-        spec.admin_kubeconfig_secret_ref is None
-        or spec.logical_cluster_admin_kubeconfig_secret_ref is None
-    ):
-        found.append(_admin(shard))
+    if issues_client_certificates(shard):
+        if spec.admin_kubeconfig_secret_ref is None:
+            found.append(_admin(shard))
+        if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
+            found.append(_logical_cluster_admin(shard))
     if not spec.is_root and issues_client_certificates(installation_root):
         if spec.cache.kubeconfig_secret_ref is None:
             found.append(
@@ -352,7 +378,9 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
         if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
             filled = replace(
                 filled,
-                logical_cluster_admin_kubeconfig_secret_ref=admin,
+                logical_cluster_admin_kubeconfig_secret_ref=SecretKeyRef(
+                    logical_cluster_admin_secret(shard)
+                ),
                 external_url=spec.external_url or shard_url(shard),
             )
     if not spec.is_root and issues_client_certificates(installation_root):
