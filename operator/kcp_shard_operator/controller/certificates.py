@@ -62,8 +62,8 @@ def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Iss
     done.problems += [(NOT_ISSUED, why) for why in pki.not_issued(done.shard, root, release)]
     if not requests:
         return done
-    installation_root = shard if shard.spec.is_root else root
-    assert installation_root is not None
+    installation_root = pki.installation_root(shard, root)
+    assert installation_root is not None, "requests are made only within an installation"
     # Passes over Shards of one installation issue one at a time: the second finds the CA
     # the first created instead of racing it to a conflict.
     with ctx.lock(shard.namespace, f"{installation_root.name}/pki"):

@@ -4,22 +4,24 @@ from __future__ import annotations
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.controller.store import trimmed
 from kcp_shard_operator.core.meta import selector_labels
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.spec import Shard, parse_shard
 
 
 def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
-    """The object from the store; from the API server only when the store does not know it."""
+    """The object as the store keeps it (a Secret's metadata and key names only); from the
+    API server only when the store does not know it."""
     known, body = ctx.store.lookup(kind, namespace, name)
     if known:
         return body
     found = ctx.kube.get(api_version, kind, namespace, name)
     if found is None:
         ctx.store.not_found(kind, namespace, name)
-    else:
-        ctx.store.put(kind, found)
-    return found
+        return None
+    ctx.store.put(kind, found)
+    return trimmed(kind, found)
 
 
 def read_shard(ctx: Context, namespace: str, name: str) -> JSON | None:
@@ -48,9 +50,3 @@ def pods(ctx: Context, shard: Shard) -> list[JSON]:
         shard.namespace,
         lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
     )
-
-
-def secret_keys(secret: JSON) -> list[str]:
-    """The names of a Secret's keys: kept by the store, or of the body a miss read."""
-    kept = secret.get("keys")
-    return list(kept) if isinstance(kept, list) else sorted(secret.get("data") or {})

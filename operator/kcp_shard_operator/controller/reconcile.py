@@ -9,7 +9,7 @@ from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
-from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of, secret_keys
+from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
@@ -119,7 +119,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
             name: str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
             for name, body in secrets.items()
         }
-        keys = {name: secret_keys(body) for name, body in secrets.items() if body is not None}
+        keys = {name: body["keys"] for name, body in secrets.items() if body is not None}
     except APIError as err:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"

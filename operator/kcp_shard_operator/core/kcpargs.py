@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from kcp_shard_operator.core.flags import flag_name, retire
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
-from kcp_shard_operator.core.service import PORT, service_url
+from kcp_shard_operator.core.service import PORT, base_url
 from kcp_shard_operator.core.spec import Shard, missing_root_kubeconfig
 from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,
@@ -108,7 +108,7 @@ def kcp_flags(
     args.append(f"--root-directory={ROOT_DIRECTORY}")
     if not spec.is_root:
         args.append(f"--shard-name={shard.name}")
-    args.append(f"--shard-base-url={spec.base_url or service_url(shard)}")
+    args.append(f"--shard-base-url={base_url(shard)}")
     if spec.external_url:
         args.append(f"--shard-external-url={spec.external_url}")
     args.append(f"--secure-port={PORT}")

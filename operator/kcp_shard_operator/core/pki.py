@@ -31,7 +31,7 @@ from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.pkispec import duration_seconds, url_host
 from kcp_shard_operator.core.refs import LocalObjectRef, SecretKeyRef
-from kcp_shard_operator.core.service import service_url
+from kcp_shard_operator.core.service import base_url
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.versions import (
     ROOT_SHARD_KUBECONFIG_FLAG,
@@ -134,11 +134,11 @@ def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON
     would invalidate every token it has signed."""
     if deployment is None:
         return not (shard.status or {}).get("version")
-    installation_root = shard if shard.spec.is_root else root
-    if installation_root is None:
+    found = installation_root(shard, root)
+    if found is None:
         return False
     pod_spec = ((deployment.get("spec") or {}).get("template") or {}).get("spec") or {}
-    return Names(installation_root.name).service_account_key in secret_names(pod_spec)
+    return Names(found.name).service_account_key in secret_names(pod_spec)
 
 
 def serving_secret(shard: Shard) -> str:
@@ -223,7 +223,7 @@ def _kubeconfig(
 
 
 def _admin(shard: Shard) -> Request:
-    return _kubeconfig(admin_kubeconfig_secret(shard), shard, shard_url(shard), SHARD_BASE_CONTEXT)
+    return _kubeconfig(admin_kubeconfig_secret(shard), shard, base_url(shard), SHARD_BASE_CONTEXT)
 
 
 def _logical_cluster_admin(shard: Shard) -> Request:
@@ -232,15 +232,10 @@ def _logical_cluster_admin(shard: Shard) -> Request:
     return _kubeconfig(
         logical_cluster_admin_secret(shard),
         shard,
-        shard_url(shard),
+        base_url(shard),
         LOGICAL_CLUSTER_ADMIN_GROUP,
         (LOGICAL_CLUSTER_ADMIN_USER, LOGICAL_CLUSTER_ADMIN_GROUP),
     )
-
-
-def shard_url(shard: Shard) -> str:
-    """Where the operator and the other shards reach ``shard``: its ``baseURL`` or Service."""
-    return shard.spec.base_url or service_url(shard)
 
 
 def needs_root_kubeconfig(shard: Shard, deprecating_release: Version) -> bool:
@@ -260,12 +255,17 @@ def issues_client_certificates(shard: Shard) -> bool:
     )
 
 
-def _installation_root(shard: Shard, root: Shard | None) -> Shard | None:
+def installation_root(shard: Shard, root: Shard | None) -> Shard | None:
+    """The root Shard of ``shard``'s installation: itself, or its ``root`` (None: missing)."""
+    return shard if shard.spec.is_root else root
+
+
+def _issuing_root(shard: Shard, root: Shard | None) -> Shard | None:
     """The root of ``shard``'s installation when the operator issues for ``shard``."""
-    installation_root = shard if shard.spec.is_root else root
-    if installation_root is None or not (shard.spec.pki.issue and installation_root.spec.pki.issue):
+    found = installation_root(shard, root)
+    if found is None or not (shard.spec.pki.issue and found.spec.pki.issue):
         return None
-    return installation_root
+    return found
 
 
 def not_issued(shard: Shard, root: Shard | None, deprecating_release: Version) -> list[str]:
@@ -304,18 +304,16 @@ def requests(
     reaches (:func:`issues_client_certificates`): one signed for a shard that trusts the
     user's CA, or served with the user's certificate, would not work.
     """
-    installation_root = _installation_root(shard, root)
-    if installation_root is None:
+    issuing = _issuing_root(shard, root)
+    if issuing is None:
         return []
-    names = Names(installation_root.name)
+    names = Names(issuing.name)
     spec = shard.spec
     found: list[Request] = []
-    if installation_root.spec.pki.ca_secret_ref is None:
-        found.append(Request(names.ca, Purpose.CA, installation_root, f"{names.root} kcp CA"))
+    if issuing.spec.pki.ca_secret_ref is None:
+        found.append(Request(names.ca, Purpose.CA, issuing, f"{names.root} kcp CA"))
     if spec.tls.client_ca_secret_ref is None:
-        found.append(
-            Request(names.client_ca, Purpose.CLIENT_CA, installation_root, "client CA bundle")
-        )
+        found.append(Request(names.client_ca, Purpose.CLIENT_CA, issuing, "client CA bundle"))
     if spec.tls.serving_cert_secret_ref is None:
         found.append(_serving(shard))
     if service_account_key and spec.tls.service_account_key_secret_ref is None:
@@ -323,7 +321,7 @@ def requests(
             Request(
                 names.service_account_key,
                 Purpose.SERVICE_ACCOUNT_KEY,
-                installation_root,
+                issuing,
                 "service-account signing key",
             )
         )
@@ -332,22 +330,22 @@ def requests(
             found.append(_admin(shard))
         if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
             found.append(_logical_cluster_admin(shard))
-    if not spec.is_root and issues_client_certificates(installation_root):
+    if not spec.is_root and issues_client_certificates(issuing):
         if spec.cache.kubeconfig_secret_ref is None:
             found.append(
                 _kubeconfig(
                     names.cache_kubeconfig,
-                    installation_root,
-                    shard_url(installation_root),
+                    issuing,
+                    base_url(issuing),
                     "cache",
                 )
             )
         if (
             spec.root_shard_kubeconfig_secret_ref is None
-            and installation_root.spec.admin_kubeconfig_secret_ref is None
+            and issuing.spec.admin_kubeconfig_secret_ref is None
             and needs_root_kubeconfig(shard, deprecating_release)
         ):
-            found.append(_admin(installation_root))
+            found.append(_admin(issuing))
     return found
 
 
@@ -356,10 +354,10 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
     and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
     kubeconfig needs one (kcp requires it with that flag); the service-account key only with
     ``service_account_key``."""
-    installation_root = _installation_root(shard, root)
-    if installation_root is None:
+    issuing = _issuing_root(shard, root)
+    if issuing is None:
         return shard
-    names = Names(installation_root.name)
+    names = Names(issuing.name)
     spec = shard.spec
     tls = replace(
         spec.tls,
@@ -381,12 +379,12 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
                 logical_cluster_admin_kubeconfig_secret_ref=SecretKeyRef(
                     logical_cluster_admin_secret(shard)
                 ),
-                external_url=spec.external_url or shard_url(shard),
+                external_url=spec.external_url or base_url(shard),
             )
-    if not spec.is_root and issues_client_certificates(installation_root):
+    if not spec.is_root and issues_client_certificates(issuing):
         cache = spec.cache.kubeconfig_secret_ref or SecretKeyRef(names.cache_kubeconfig)
-        root_admin = installation_root.spec.admin_kubeconfig_secret_ref or SecretKeyRef(
-            admin_kubeconfig_secret(installation_root)
+        root_admin = issuing.spec.admin_kubeconfig_secret_ref or SecretKeyRef(
+            admin_kubeconfig_secret(issuing)
         )
         filled = replace(
             filled,

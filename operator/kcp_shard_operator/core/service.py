@@ -13,6 +13,12 @@ def service_url(shard: Shard) -> str:
     return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
 
 
+def base_url(shard: Shard) -> str:
+    """Where the operator and the other shards reach ``shard`` (``--shard-base-url``): its
+    ``baseURL``, else its Service."""
+    return shard.spec.base_url or service_url(shard)
+
+
 def service(shard: Shard, root_name: str | None) -> JSON:
     return {
         "apiVersion": "v1",
