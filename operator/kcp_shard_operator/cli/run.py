@@ -9,6 +9,7 @@ import secrets
 from typing import Any
 
 import kopf
+from prometheus_client import start_http_server
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.constants import (
@@ -19,6 +20,8 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.controller import handlers
 from kcp_shard_operator.controller.context import PEERING_LIFETIME_SECONDS, Context, Settings
+from kcp_shard_operator.controller.metered import MeteredKube
+from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.core.versions import InvalidVersionError
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import Kube
@@ -30,6 +33,8 @@ LOG_FORMATS = {
     "json": kopf.LogFormat.JSON,
 }
 
+
+METRICS_PORT = 9090
 
 CHATTY_LOGGERS = {"urllib3": logging.INFO, "aiohttp.access": logging.WARNING}
 """Loggers whose lines below these levels are for debugging only: urllib3's line per request
@@ -72,6 +77,13 @@ def register(commands: Any) -> None:
     )
     scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
     parser.add_argument("--liveness-port", type=int, default=8080, help="port of /healthz")
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=METRICS_PORT,
+        help=f"port of the Prometheus metrics at /metrics; 0 turns them off (default "
+        f"{METRICS_PORT})",
+    )
     peering = parser.add_mutually_exclusive_group()
     peering.add_argument(
         "--standalone", action="store_true", help="do not coordinate with other replicas"
@@ -126,6 +138,11 @@ def run(args: argparse.Namespace) -> int:
         release = deprecating_release(args)
     except InvalidVersionError as err:
         raise SystemExit(f"error: --root-shard-flag-removed-in: {err}") from err
+    if not 0 <= args.metrics_port <= 65535 or args.metrics_port == args.liveness_port:
+        raise SystemExit(
+            f"error: --metrics-port {args.metrics_port} must be 0 (off) or a port other than "
+            "--liveness-port"
+        )
     if args.peering_lifetime < 10:
         raise SystemExit("error: --peering-lifetime must be at least 10 seconds")
     settings = Settings(
@@ -147,7 +164,13 @@ def run(args: argparse.Namespace) -> int:
         kube = Kube(credentials.load())
     except CredentialsError as err:
         raise SystemExit(f"error: {err}") from err
-    context = Context(settings=settings, kube=kube)
+    metrics = Metrics()
+    context = Context(settings=settings, kube=MeteredKube(kube, metrics), metrics=metrics)
+    if args.metrics_port:
+        try:
+            start_http_server(args.metrics_port, registry=metrics.registry)
+        except OSError as err:
+            raise SystemExit(f"error: --metrics-port {args.metrics_port}: {err}") from err
     kopf.run(
         registry=registry,
         standalone=args.standalone,

@@ -27,6 +27,7 @@ def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditio
     try:
         kubeconfig = ctx.kube.secret_value(shard.namespace, ref.name, ref.key)
     except APIError as err:
+        ctx.metrics.cleanups.labels("APIError").inc()
         return Condition(
             IDENTITY_CACHE_CLEANED,
             False,
@@ -34,6 +35,7 @@ def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditio
             f"reading Secret {ref.name!r} (spec.adminKubeconfigSecretRef): {error_message(err)}",
         )
     if kubeconfig is None:
+        ctx.metrics.cleanups.labels("SecretNotFound").inc()
         return Condition(
             IDENTITY_CACHE_CLEANED,
             False,
@@ -53,6 +55,7 @@ def clean_identity_cache(ctx: Context, shard: Shard, logger: Logger) -> Conditio
         ctx.cleanup_failures[shard.key] = (failures + 1, ctx.clock() + delay)
     else:
         ctx.cleanup_failures.pop(shard.key, None)
+    ctx.metrics.cleanups.labels(outcome.result.value).inc()
     cleaned = identitycache.cleaned_condition(
         outcome, f"kubeconfig in key {ref.key!r} of Secret {ref.name!r}"
     )

@@ -15,6 +15,7 @@ from typing import Any, Protocol, cast
 
 import kopf
 
+from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.controller.store import Store
 from kcp_shard_operator.core.health import Probe, ProbeTarget
 from kcp_shard_operator.core.model import JSON
@@ -109,6 +110,12 @@ class Context:
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
     """The time certificates are issued at and checked against."""
+    metrics: Metrics = field(default_factory=Metrics)
+    epoch_clock: Callable[[], float] = time.time
+    """Seconds since the epoch, to measure rollouts against the times a status records."""
+
+    def __post_init__(self) -> None:
+        self.metrics.watch(self.store)
 
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:

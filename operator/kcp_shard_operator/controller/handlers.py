@@ -35,6 +35,8 @@ def _context(memo: Any) -> Context:
 def _remember(ctx: Context, kind: str, type: str | None, body: kopf.Body) -> None:
     """Keep what a watch delivered; a DELETED event leaves the object known as absent."""
     raw = cast(JSON, dict(body))
+    if type is None:
+        ctx.metrics.listed(kind, ctx.clock())
     if type == "DELETED":
         meta = raw.get("metadata") or {}
         ctx.store.deleted(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))

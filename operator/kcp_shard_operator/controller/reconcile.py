@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 from dataclasses import replace
 
+from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
@@ -18,8 +19,10 @@ from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.planner import cause_of, plan
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
+    DEGRADED,
     Observation,
     change_event,
+    condition,
     deployment_revision,
     invalid_status,
     pods_refused_by_a_terminating_namespace,
@@ -43,6 +46,7 @@ CHILD_KINDS = tuple(
     )
 )
 """(apiVersion, kind, plural) of the objects rendered for a Shard."""
+API_ERROR = "APIError"
 
 
 def _child_name(shard: Shard, kind: str) -> str:
@@ -78,31 +82,45 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     A refusal or an unreachable API server ends the pass with one log line (and, when the
     status can still be written, ``Degraded``), never with a traceback retried by kopf.
     """
+    metrics = ctx.metrics
     with ctx.lock(namespace, name):
+        started = ctx.clock()
         try:
-            _reconcile(ctx, namespace, name, logger)
+            problem = _reconcile(ctx, namespace, name, logger)
         except APIError as err:
+            problem = API_ERROR
             logger.error("pass over Shard %s/%s stopped: %s", namespace, name, error_message(err))
+        metrics.passes.labels(SHARD_KIND).inc()
+        metrics.pass_seconds.labels(SHARD_KIND).observe(ctx.clock() - started)
+        if problem is not None:
+            metrics.pass_errors.labels(SHARD_KIND, problem).inc()
 
 
-def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+def _degraded_reason(status: JSON) -> str | None:
+    degraded = condition(status, DEGRADED) or {}
+    return str(degraded.get("reason")) if degraded.get("status") == "True" else None
+
+
+def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str | None:
+    """The pass; returns the reason of the problem it ended with, None if none."""
     obj = read_shard(ctx, namespace, name)
     if obj is None:
-        return
+        return None
     uid = str(obj["metadata"].get("uid", ""))
     if obj["metadata"].get("deletionTimestamp"):
         ctx.terminating.pop(uid, None)
         ctx.rolled_out.pop(uid, None)
-        return
+        return None
     if uid in ctx.terminating:
-        return
+        return None
     release = ctx.settings.deprecating_release
     generation = int(obj["metadata"].get("generation", 0))
     try:
         shard = parse_shard(obj, release)
     except SpecError as err:
-        write_status(ctx, obj, invalid_status(obj.get("status"), generation, str(err), _now()))
-        return
+        status = invalid_status(obj.get("status"), generation, str(err), _now())
+        write_status(ctx, obj, status)
+        return _degraded_reason(status)
     try:
         root = root_of(ctx, shard)
         issuance = issue(ctx, shard, root, logger)
@@ -122,13 +140,13 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         keys = {name: body["keys"] for name, body in secrets.items() if body is not None}
     except APIError as err:
         seen = Observation(
-            deployment=None, error=f"reading: {error_message(err)}", error_reason="APIError"
+            deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
         )
         write_status(ctx, obj, shard_status(shard, seen, _now()))
-        return
+        return API_ERROR
     if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
         _leave(ctx, uid, namespace, logger)
-        return
+        return None
     for issued in issuance.events:
         ctx.post(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
@@ -143,7 +161,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
         except APIError as err:
             if namespace_terminating(err):
                 _leave(ctx, uid, namespace, logger)
-                return
+                return None
             failures.append(f"{child_ref}: {error_message(err)}")
             logger.warning("could not write %s: %s", child_ref, error_message(err))
             continue
@@ -186,3 +204,4 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     if cleaned is not None:
         status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
     write_status(ctx, obj, status, deployment_revision(deployment))
+    return _degraded_reason(status)

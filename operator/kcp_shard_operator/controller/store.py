@@ -134,6 +134,26 @@ class Store:
             found = [entry[1] for entry in objects.values() if entry is not None]
         return [body for body in map(_parsed, found) if keep(body)]
 
+    def every(self, kind: str) -> list[JSON]:
+        """Every cached object of ``kind``, in all namespaces."""
+        with self._lock:
+            found = [
+                entry[1]
+                for (held, _), objects in self._objects.items()
+                if held == kind
+                for entry in objects.values()
+                if entry is not None
+            ]
+        return [_parsed(text) for text in found]
+
+    def sizes(self) -> dict[str, int]:
+        """How many objects the store holds per kind, those known to be absent included."""
+        sizes: dict[str, int] = {}
+        with self._lock:
+            for (kind, _), objects in self._objects.items():
+                sizes[kind] = sizes.get(kind, 0) + len(objects)
+        return sizes
+
 
 def _parsed(text: str) -> JSON:
     body: JSON = json.loads(text)

@@ -6,6 +6,7 @@ from collections.abc import Callable
 
 from kcp_shard_operator.constants import FIELD_MANAGER, SHARD_KIND
 from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.core.census import rollout_seconds
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.planner import (
     RECREATABLE_KINDS,
@@ -120,4 +121,14 @@ def write_status(ctx: Context, obj: JSON, status: JSON, revision: str | None = N
             if ctx.rolled_out.get(uid) == revision:
                 continue
             ctx.rolled_out[uid] = revision
+        if event.reason == ROLLED_OUT:
+            _observe_rollout(ctx, obj, before)
         ctx.post(obj, event)
+
+
+def _observe_rollout(ctx: Context, obj: JSON, before: JSON | None) -> None:
+    """The finished rollout's duration, measured from its start in the status before."""
+    took = rollout_seconds(before, ctx.epoch_clock())
+    if took is not None:
+        role = "non-root" if (obj.get("spec") or {}).get("rootShardRef") else "root"
+        ctx.metrics.rollout_seconds.labels(role).observe(took)

@@ -1,0 +1,159 @@
+"""The operator's Prometheus metrics: what passes, writes and rollouts did, and what the
+watched objects say now.
+
+Counters and histograms carry bounded labels only (kind, verb, reason, outcome, role); the
+gauges are computed at scrape time from the watch store, so a scrape reads no API object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from kcp_shard_operator.constants import SHARD_KIND
+from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.census import census
+
+PREFIX = "kcp_shard_operator"
+RELIST_GAP_SECONDS = 5.0
+"""A listing's objects arrive together; one coming this long after the last is a new one."""
+PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+ROLLOUT_BUCKETS = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
+
+
+class Metrics:
+    """The metrics of one operator, in their own registry (one per Context)."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._listed: dict[str, float] = {}
+        self._guard = threading.Lock()
+        registry = self.registry
+        self.passes = Counter(
+            f"{PREFIX}_reconcile_passes",
+            "Reconcile passes, by kind of object.",
+            ["kind"],
+            registry=registry,
+        )
+        self.pass_seconds = Histogram(
+            f"{PREFIX}_reconcile_duration_seconds",
+            "Seconds a reconcile pass took, by kind of object.",
+            ["kind"],
+            buckets=PASS_BUCKETS,
+            registry=registry,
+        )
+        self.pass_errors = Counter(
+            f"{PREFIX}_reconcile_errors",
+            "Passes that ended with a problem (the Degraded reason, or APIError when the pass "
+            "stopped), by kind of object and reason.",
+            ["kind", "reason"],
+            registry=registry,
+        )
+        self.writes = Counter(
+            f"{PREFIX}_api_writes",
+            "API writes, by kind of object and verb (apply, create, replace, delete, "
+            "patch-status).",
+            ["kind", "verb"],
+            registry=registry,
+        )
+        self.failed_writes = Counter(
+            f"{PREFIX}_api_write_failures",
+            "API writes the server refused or that did not reach it, by kind and verb.",
+            ["kind", "verb"],
+            registry=registry,
+        )
+        self.reads = Counter(
+            f"{PREFIX}_api_reads",
+            "API reads (a watch store miss, a Secret's content, StorageClasses), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+        self.rollout_seconds = Histogram(
+            f"{PREFIX}_rollout_duration_seconds",
+            "Seconds from the start of a shard's rollout to every replica running it, by role "
+            "(root, non-root).",
+            ["role"],
+            buckets=ROLLOUT_BUCKETS,
+            registry=registry,
+        )
+        self.cleanups = Counter(
+            f"{PREFIX}_identity_cache_cleanups",
+            "Attempts to delete the stale apiexport-identity-cache ConfigMap, by outcome.",
+            ["outcome"],
+            registry=registry,
+        )
+        self.relists = Counter(
+            f"{PREFIX}_watch_relists",
+            "Watches that listed their objects again after their first listing (a restarted "
+            "watch), by kind.",
+            ["kind"],
+            registry=registry,
+        )
+
+    def listed(self, kind: str, now: float) -> None:
+        """A watch delivered an object of ``kind`` from a listing (kopf's event type None) at
+        monotonic time ``now``. A burst of them after a quiet gap is a listing again: a
+        restarted watch (a listing that delivers no object is not seen)."""
+        with self._guard:
+            last = self._listed.get(kind)
+            self._listed[kind] = now
+        if last is not None and now - last > RELIST_GAP_SECONDS:
+            self.relists.labels(kind).inc()
+
+    def watch(self, store: Store) -> None:
+        """Export what ``store`` holds at every scrape."""
+        self.registry.register(StoreCollector(store))
+
+
+class StoreCollector(Collector):
+    """Gauges of the watch store: its size, and the Shards by phase, version, rollout and
+    certificate expiry."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def collect(self) -> Iterator[Metric]:
+        sizes = GaugeMetricFamily(
+            f"{PREFIX}_store_objects",
+            "Objects the watch store holds, by kind (known absent ones included).",
+            labels=["kind"],
+        )
+        for kind, count in sorted(self.store.sizes().items()):
+            sizes.add_metric([kind], count)
+        yield sizes
+        counted = census(self.store.every(SHARD_KIND))
+        yield _by_label(
+            "shards", "Shards by the phase of their status.", "phase", counted.phases.items()
+        )
+        yield _by_label(
+            "shards_running_version",
+            "Shards by the kcp version rolled out on every replica (status.version).",
+            "version",
+            counted.versions.items(),
+        )
+        yield GaugeMetricFamily(
+            f"{PREFIX}_rollouts_in_progress",
+            "Shards whose rollout is going on (Progressing RollingOut).",
+            value=counted.rolling_out,
+        )
+        expiry = GaugeMetricFamily(
+            f"{PREFIX}_certificate_expiry_timestamp_seconds",
+            "When each certificate the operator issued for a Shard expires (status.certificates).",
+            labels=["namespace", "shard", "secret"],
+        )
+        for entry in counted.expiries:
+            expiry.add_metric([entry.namespace, entry.shard, entry.secret], entry.not_after)
+        yield expiry
+
+
+def _by_label(
+    name: str, documentation: str, label: str, counts: Iterable[tuple[str, int]]
+) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(f"{PREFIX}_{name}", documentation, labels=[label])
+    for value, count in sorted(counts):
+        family.add_metric([value], count)
+    return family
