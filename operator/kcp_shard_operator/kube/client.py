@@ -65,9 +65,11 @@ def namespace_terminating(err: BaseException) -> bool:
     )
 
 
-def path_of(api_version: str, kind: str, namespace: str, name: str | None = None) -> str:
+def path_of(api_version: str, kind: str, namespace: str | None, name: str | None = None) -> str:
+    """The API path of an object, or of a kind in a namespace (None: in all of them)."""
     base = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    path = f"{base}/namespaces/{quote(namespace)}/{PLURALS[kind]}"
+    scope = "" if namespace is None else f"/namespaces/{quote(namespace)}"
+    path = f"{base}{scope}/{PLURALS[kind]}"
     return f"{path}/{quote(name)}" if name else path
 
 
@@ -110,6 +112,14 @@ class Kube:
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
         return self._call("GET", path_of(api_version, kind, namespace, name))
+
+    def list(self, api_version: str, kind: str, namespace: str | None) -> list[JSON]:
+        """The objects of ``kind`` in ``namespace`` (None: in all namespaces), each with its
+        apiVersion and kind set (a list's items carry neither)."""
+        found = self._call("GET", path_of(api_version, kind, namespace)) or {}
+        return [
+            {"apiVersion": api_version, "kind": kind, **item} for item in found.get("items") or []
+        ]
 
     def apply(self, obj: JSON) -> JSON:
         meta = obj["metadata"]

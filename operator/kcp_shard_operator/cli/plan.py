@@ -1,0 +1,237 @@
+"""``kcp-shard-operator plan``: what an upgrade will do, before it is done.
+
+Against the live cluster it only reads (Shards and their Deployments); on files (``-f``) it
+takes each Shard as running its spec. The steps come from the operator's own planner
+(:mod:`kcp_shard_operator.core.upgradeplan`), so the plan is what the operator does.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.documents import is_shard
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.upgradeplan import (
+    Cleanup,
+    Step,
+    TargetError,
+    as_rolled_out,
+    check_target,
+    plan_upgrade,
+)
+from kcp_shard_operator.core.versions import InvalidVersionError, Version
+from kcp_shard_operator.identitycache import policy
+from kcp_shard_operator.kube import credentials
+from kcp_shard_operator.kube.client import APIError, Kube, error_message
+from kcp_shard_operator.kube.credentials import CredentialsError
+
+FORMATS = ("table", "json", "yaml")
+COLUMNS = (
+    "ORDER",
+    "SHARD",
+    "NOW",
+    "AFTER",
+    "FLAGS-ADDED",
+    "FLAGS-DROPPED",
+    "IDENTITY-CACHE",
+    "OUTCOME",
+)
+YAML_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def register(commands: Any) -> None:
+    parser = commands.add_parser(
+        "plan",
+        help="show what an upgrade will do: order, flags, identity-cache cleanup, refusals",
+        description="Show, per Shard and in the order the operator rolls them, the kcp "
+        "version now and after, the kcp flags added and dropped, whether the stale "
+        "identity-cache ConfigMap will be deleted, what each waits for and what is refused. "
+        "Reads the live cluster (Shards and Deployments only), or files with -f.",
+    )
+    parser.add_argument(
+        "--to",
+        metavar="VERSION",
+        default=None,
+        help="set every Shard to this kcp version (default: the specs as they are)",
+    )
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument(
+        "-f",
+        "--filename",
+        action="append",
+        type=Path,
+        help="YAML file or directory with Shard objects, taken as running their spec "
+        "(repeatable; '-' for standard input)",
+    )
+    source.add_argument(
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="plan the Shards of this namespace (repeatable; default: all namespaces)",
+    )
+    parser.add_argument("-o", "--output", choices=FORMATS, default="table")
+    parser.add_argument(
+        "--identity-cache-cleanup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="whether the operator deletes the stale ConfigMap (its setting; default on)",
+    )
+    add_deprecating_release_option(parser)
+    parser.set_defaults(handler=run)
+
+
+def _texts(paths: list[Path]) -> list[str]:
+    """The text of each file, of a directory's YAML and JSON files (sorted, as kubectl
+    apply -f reads them), or of standard input for '-'."""
+    texts = []
+    for path in paths:
+        if str(path) == "-":
+            texts.append(sys.stdin.read())
+        elif path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.suffix in YAML_SUFFIXES and p.is_file())
+            texts += [p.read_text("utf-8") for p in found]
+        else:
+            texts.append(path.read_text("utf-8"))
+    return texts
+
+
+def _from_files(paths: list[Path], release: Version) -> tuple[list[JSON], dict[str, JSON | None]]:
+    texts = _texts(paths)
+    objects = [doc for text in texts for doc in yaml.safe_load_all(text) if is_shard(doc)]
+    return as_rolled_out(objects, release)
+
+
+def _from_cluster(namespaces: list[str]) -> tuple[list[JSON], dict[str, JSON | None]]:
+    kube = Kube(credentials.load())
+    scopes: list[str | None] = [*namespaces] if namespaces else [None]
+    objects: list[JSON] = []
+    for namespace in scopes:
+        objects += kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
+    deployments: dict[str, JSON | None] = {}
+    for obj in objects:
+        meta = obj["metadata"]
+        found = kube.get("apps/v1", "Deployment", meta["namespace"], f"{meta['name']}-kcp")
+        deployments[f"{meta['namespace']}/{meta['name']}"] = found
+    return objects, deployments
+
+
+def _cleanup(release: Version, enabled: bool) -> Cleanup:
+    def what(shard: Shard) -> str:
+        decision = policy.decide(shard, release, enabled=enabled)
+        if decision.action is policy.Action.CLEAN:
+            return "deleted after rollout"
+        if decision.reason == "RootShard":
+            return "-"
+        return f"kept ({decision.reason})"
+
+    return what
+
+
+def _outcome(step: Step) -> str:
+    if step.waits_for and step.wave is not None:
+        return f"{step.outcome} (waits for {step.waits_for})"
+    if step.reason:
+        return f"{step.outcome}: {step.reason}"
+    return step.outcome
+
+
+def table(steps: list[Step], target: str | None) -> str:
+    rows = [COLUMNS] + [
+        (
+            str(step.wave) if step.wave is not None else "-",
+            step.key,
+            step.now or "-",
+            step.after or "-",
+            " ".join(step.flags_added) or "-",
+            " ".join(step.flags_dropped) or "-",
+            step.identity_cache,
+            _outcome(step),
+        )
+        for step in steps
+    ]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    lines = [
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+        + "  "
+        + row[-1]
+        for row in rows
+    ]
+    details = [
+        f"{step.key}: {text}"
+        for step in steps
+        for text in ([step.message] if step.message else []) + step.notes
+    ]
+    heading = f"Plan: every Shard set to kcp {target}" if target else "Plan: the specs as they are"
+    return "\n".join([heading, *lines, *(["", *details] if details else [])]) + "\n"
+
+
+def document(steps: list[Step], target: str | None, release: Version) -> dict[str, Any]:
+    return {
+        "target": target,
+        "rootShardFlagRemovedIn": str(release),
+        "steps": [
+            {
+                "order": step.wave,
+                "namespace": step.namespace,
+                "name": step.name,
+                "root": step.root,
+                "outcome": step.outcome,
+                "now": step.now,
+                "after": step.after,
+                "flagsAdded": step.flags_added,
+                "flagsDropped": step.flags_dropped,
+                "waitsFor": step.waits_for,
+                "reason": step.reason,
+                "message": step.message,
+                "identityCache": step.identity_cache,
+                "notes": step.notes,
+            }
+            for step in steps
+        ],
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        release = deprecating_release(args)
+        target = None if args.to is None else check_target(args.to)
+    except (InvalidVersionError, TargetError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    try:
+        if args.filename:
+            objects, deployments = _from_files(args.filename, release)
+        else:
+            objects, deployments = _from_cluster(args.namespace)
+    except (OSError, yaml.YAMLError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except CredentialsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except APIError as err:
+        where = ", ".join(args.namespace) or "all namespaces (name some with -n)"
+        print(f"error: reading Shards in {where}: {error_message(err)}", file=sys.stderr)
+        return 2
+    if not objects:
+        print("error: no Shard found", file=sys.stderr)
+        return 2
+    cleanup = _cleanup(release, args.identity_cache_cleanup)
+    steps = plan_upgrade(objects, deployments, target, release, cleanup)
+    if args.output == "json":
+        sys.stdout.write(json.dumps(document(steps, target, release), indent=2) + "\n")
+    elif args.output == "yaml":
+        sys.stdout.write(yaml.safe_dump(document(steps, target, release), sort_keys=False))
+    else:
+        sys.stdout.write(table(steps, target))
+    return 0

@@ -1,0 +1,368 @@
+"""What an upgrade will do, before it is done (pure): the operator's own planner, run wave
+after wave over a set of Shards as if each wave's rollouts had finished.
+
+Every Shard is set to the target version (or kept as it is), then :func:`planner.plan`
+decides for each what the operator would: roll, wait for its root, or refuse. The Shards
+that roll make a wave; once it is done (as simulated: their Deployments rendered, their
+``status.version`` the new one), the waiting ones are planned again. What stays waiting
+after the last wave would wait for ever.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from kcp_shard_operator.core.flags import flag_name
+from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.pki import takes_service_account_key, with_issued
+from kcp_shard_operator.core.planner import ROOT_SHARD_NOT_FOUND, plan
+from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.spec import Shard, parse_shard
+from kcp_shard_operator.core.status import deployed_version
+from kcp_shard_operator.core.versions import MINIMUM_KCP_VERSION, InvalidVersionError, Version
+
+ROLLS = "Rolls"
+UNCHANGED = "Unchanged"
+WAITS = "Waits"
+REFUSED = "Refused"
+INVALID = "InvalidSpec"
+
+
+class TargetError(ValueError):
+    """A target version no Shard can be set to."""
+
+
+def check_target(text: str) -> str:
+    """``text`` as a Shard's ``spec.version``; raises :class:`TargetError`."""
+    try:
+        version = Version.parse(text.removeprefix("v"))
+    except InvalidVersionError as err:
+        raise TargetError(f"--to {text!r}: {err}") from None
+    if version < MINIMUM_KCP_VERSION:
+        raise TargetError(
+            f"--to {text!r}: kcp {version} is older than the oldest supported {MINIMUM_KCP_VERSION}"
+        )
+    return str(version)
+
+
+@dataclass(frozen=True)
+class Step:
+    """What the operator will do with one Shard."""
+
+    namespace: str
+    name: str
+    root: bool
+    outcome: str
+    """ROLLS, UNCHANGED, WAITS (for ever: nothing it waits for will happen), REFUSED or
+    INVALID."""
+    wave: int | None
+    """The order of its rollout: the Shards of wave 1 roll first, at once; None when it
+    does not roll."""
+    now: str | None
+    """The kcp version running now (None: not rolled out yet)."""
+    after: str | None
+    flags_added: list[str] = field(default_factory=list)
+    flags_dropped: list[str] = field(default_factory=list)
+    waits_for: str | None = None
+    """What the Shard waits for before its wave (its root shard's rollout)."""
+    reason: str | None = None
+    message: str | None = None
+    identity_cache: str = "-"
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+Cleanup = Callable[[Shard], str]
+"""What becomes of a Shard's stale identity-cache ConfigMap once it runs as given."""
+
+
+@dataclass
+class _State:
+    """One Shard in the simulation: its object and Deployment, as they are now or after
+    the waves so far."""
+
+    obj: JSON
+    deployment: JSON | None
+    running: str | None = None
+    """``status.version`` before the plan: the kcp every replica runs."""
+    shard: Shard | None = None
+    error: str | None = None
+    step: Step | None = None
+
+
+def _key(obj: JSON) -> str:
+    meta = obj.get("metadata") or {}
+    return f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
+
+
+def _targeted(obj: JSON, target: str | None) -> JSON:
+    new = copy.deepcopy(obj)
+    if target is not None:
+        new.setdefault("spec", {})["version"] = target
+    return new
+
+
+def _args(deployment: JSON | None) -> list[str]:
+    containers = (((deployment or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in containers.get("containers") or []:
+        if container.get("name") == "kcp":
+            return [str(arg) for arg in container.get("args") or []]
+    return []
+
+
+def _names(args: Sequence[str]) -> set[str]:
+    return {name for name in map(flag_name, args) if name}
+
+
+def _filled(shard: Shard, root: Shard | None, deployment: JSON | None) -> Shard:
+    """``shard`` with the issued references filled in, as a pass fills them."""
+    key = takes_service_account_key(shard, root, deployment)
+    return with_issued(shard, root, service_account_key=key)
+
+
+def _rolled_out(state: _State, deployment: JSON) -> None:
+    """``state`` after its rollout to ``deployment`` finished."""
+    state.deployment = deployment
+    version = deployed_version(deployment)
+    state.obj = {**state.obj, "status": {**(state.obj.get("status") or {}), "version": version}}
+
+
+def _parse(state: _State, release: Version) -> None:
+    try:
+        state.shard = parse_shard(state.obj, release)
+        state.error = None
+    except SpecError as err:
+        state.shard, state.error = None, str(err)
+
+
+def as_rolled_out(
+    objects: Sequence[JSON], release: Version
+) -> tuple[list[JSON], dict[str, JSON | None]]:
+    """``objects`` as if each ran its spec already (for a plan on files): with
+    ``status.version`` their ``spec.version``, and the Deployments the operator renders for
+    them (none for a Shard that cannot be rendered)."""
+    shards: dict[str, Shard] = {}
+    for obj in objects:
+        try:
+            shards[_key(obj)] = parse_shard(obj, release)
+        except SpecError:
+            continue
+    rolled: list[JSON] = []
+    deployments: dict[str, JSON | None] = {}
+    for obj in objects:
+        key = _key(obj)
+        shard = shards.get(key)
+        if shard is None:
+            rolled.append(copy.deepcopy(obj))
+            continue
+        ref = shard.spec.root_shard_ref
+        root = None if ref is None else shards.get(f"{shard.namespace}/{ref.name}")
+        filled_root = None if root is None else with_issued(root, None)
+        try:
+            rendered = render_shard(_filled(shard, root, None), filled_root, release)
+        except SpecError:
+            rolled.append(copy.deepcopy(obj))
+            continue
+        deployments[key] = rendered.deployment
+        status = {**(obj.get("status") or {}), "version": shard.spec.version}
+        rolled.append({**copy.deepcopy(obj), "status": status})
+    return rolled, deployments
+
+
+def plan_upgrade(
+    objects: Sequence[JSON],
+    deployments: Mapping[str, JSON | None],
+    target: str | None,
+    release: Version,
+    cleanup: Cleanup,
+) -> list[Step]:
+    """The steps of setting every Shard in ``objects`` to ``target`` (None: their specs as
+    they are), in the order the operator rolls them; ``deployments`` maps
+    ``namespace/name`` of a Shard to its live Deployment (missing: none)."""
+    states = {
+        _key(obj): _State(
+            _targeted(obj, target),
+            copy.deepcopy(deployments.get(_key(obj))),
+            (obj.get("status") or {}).get("version"),
+        )
+        for obj in objects
+    }
+    before = {key: copy.deepcopy(state.deployment) for key, state in states.items()}
+    for state in states.values():
+        _parse(state, release)
+    wave = 0
+    while True:
+        wave += 1
+        rolled = _wave(states, before, wave, release, cleanup)
+        if not rolled:
+            break
+    for key, state in states.items():
+        if state.step is None:
+            state.step = _waiting_for_ever(state, before[key], cleanup)
+    steps = [state.step for state in states.values() if state.step is not None]
+    return sorted(steps, key=lambda s: (s.wave or 10**6, not s.root, s.namespace, s.name))
+
+
+def _root_of(state: _State, states: Mapping[str, _State]) -> _State | None:
+    shard = state.shard
+    if shard is None or shard.spec.root_shard_ref is None:
+        return None
+    return states.get(f"{shard.namespace}/{shard.spec.root_shard_ref.name}")
+
+
+def _wave(
+    states: Mapping[str, _State],
+    before: Mapping[str, JSON | None],
+    wave: int,
+    release: Version,
+    cleanup: Cleanup,
+) -> list[str]:
+    """Plan every Shard not decided yet; the ones that roll in ``wave`` (their rollout
+    simulated once all are planned: a wave rolls at once)."""
+    finished: list[tuple[_State, JSON]] = []
+    for key, state in states.items():
+        if state.step is not None:
+            continue
+        if state.shard is None:
+            state.step = _invalid(state, before[key])
+            continue
+        root_state = _root_of(state, states)
+        root = None if root_state is None else root_state.shard
+        shard = _filled(state.shard, root, state.deployment)
+        filled_root = None if root is None else with_issued(root, None)
+        decision = plan(shard, filled_root, {"Deployment": state.deployment}, release)
+        if decision.waiting is not None:
+            continue
+        if decision.error is not None:
+            state.step = _refused(
+                state, before[key], decision.error_reason, decision.error, cleanup
+            )
+            continue
+        rendered = render_shard(shard, filled_root, release).deployment
+        old = before[key]
+        changes = deployed_version(rendered) != deployed_version(old) or _args(rendered) != _args(
+            old
+        )
+        state.step = _step(
+            state,
+            old,
+            rendered,
+            ROLLS if changes else UNCHANGED,
+            wave if changes else None,
+            cleanup(replace(shard, status=_status_after(state, rendered))),
+            waited=_waited(state, states, before),
+        )
+        if changes:
+            finished.append((state, rendered))
+    for state, rendered in finished:
+        _rolled_out(state, rendered)
+        _parse(state, release)
+    return [state.step.key for state, _ in finished if state.step is not None]
+
+
+def _status_after(state: _State, deployment: JSON) -> JSON:
+    return {**(state.obj.get("status") or {}), "version": deployed_version(deployment)}
+
+
+def _waited(
+    state: _State, states: Mapping[str, _State], before: Mapping[str, JSON | None]
+) -> str | None:
+    """The root rollout a non-root Shard waited for, when its root rolls first."""
+    root_state = _root_of(state, states)
+    if root_state is None or root_state.step is None or root_state.step.outcome != ROLLS:
+        return None
+    return f"root shard {root_state.step.name} to roll out kcp {root_state.step.after}"
+
+
+def _notes(state: _State, old: JSON | None) -> list[str]:
+    notes = []
+    template = deployed_version(old)
+    if template is not None and state.running != template:
+        notes.append(
+            f"a rollout of kcp {template} is going on (every replica runs "
+            f"{state.running or 'no version yet'}): the plan starts from its end"
+        )
+    shard = state.shard
+    tag = None if shard is None else shard.spec.image.tag
+    if shard is not None and tag and tag.removeprefix("v") != shard.spec.version:
+        notes.append(
+            f"spec.image.tag {tag!r} is pinned: the pods run that image, not "
+            f"kcp {shard.spec.version}; set it too (or remove it)"
+        )
+    return notes
+
+
+def _step(
+    state: _State,
+    old: JSON | None,
+    new: JSON | None,
+    outcome: str,
+    wave: int | None,
+    identity_cache: str,
+    *,
+    waited: str | None = None,
+    reason: str | None = None,
+    message: str | None = None,
+) -> Step:
+    meta = state.obj.get("metadata") or {}
+    spec = state.obj.get("spec") or {}
+    was, will = _args(old), _args(new)
+    return Step(
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name")),
+        root=not spec.get("rootShardRef"),
+        outcome=outcome,
+        wave=wave,
+        now=deployed_version(old),
+        after=deployed_version(new),
+        flags_added=sorted(_names(will) - _names(was)) if new is not None else [],
+        flags_dropped=sorted(_names(was) - _names(will)) if new is not None else [],
+        waits_for=waited,
+        reason=reason,
+        message=message,
+        identity_cache=identity_cache,
+        notes=_notes(state, old),
+    )
+
+
+def _invalid(state: _State, old: JSON | None) -> Step:
+    return _step(state, old, old, INVALID, None, "-", reason=INVALID, message=state.error)
+
+
+def _refused(
+    state: _State,
+    old: JSON | None,
+    reason: str,
+    message: str,
+    cleanup: Cleanup,
+) -> Step:
+    assert state.shard is not None
+    held = cleanup(state.shard) if reason != ROOT_SHARD_NOT_FOUND else "-"
+    return _step(state, old, old, REFUSED, None, held, reason=reason, message=message)
+
+
+def _waiting_for_ever(state: _State, old: JSON | None, cleanup: Cleanup) -> Step:
+    """A Shard still waiting after the last wave: its root never rolls out the version."""
+    assert state.shard is not None
+    ref = state.shard.spec.root_shard_ref
+    root = ref.name if ref else "?"
+    message = (
+        f"waits for root shard {root} to roll out kcp {state.shard.spec.version}, which the "
+        "plan does not reach: it stays at the kcp it runs"
+    )
+    return _step(
+        state,
+        old,
+        old,
+        WAITS,
+        None,
+        cleanup(state.shard),
+        waited=f"root shard {root} to roll out kcp {state.shard.spec.version}",
+        reason="WaitingForRootShard",
+        message=message,
+    )
