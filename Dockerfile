@@ -47,6 +47,6 @@ ENV PATH=/opt/kcp-shard-operator/bin:${PATH} \
     PYTHONUNBUFFERED=1 \
     TMPDIR=/tmp
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8080 9090
 ENTRYPOINT ["kcp-shard-operator"]
 CMD ["run", "--all-namespaces", "--standalone"]

@@ -99,6 +99,8 @@ BAD_VALUES = [
     (["--set", "operator.rootShardFlagRemovedIn=v0.33"], "/operator/rootShardFlagRemovedIn"),
     (["--set-string", "operator.identityCacheCleanup=yes"], "/operator/identityCacheCleanup"),
     (["--set", "operator.livenessPort=70000"], "/operator/livenessPort"),
+    (["--set", "metrics.port=70000"], "/metrics/port"),
+    (["--set", "metrics.serviceMonitor.interval=often"], "/metrics/serviceMonitor/interval"),
     (["--set", "watchNamespaces[0]=Bad_Namespace"], "/watchNamespaces/0"),
     (["--set-json", 'watchNamespaces=["a","a"]'], "/watchNamespaces"),
     (["--set", "runAsUser=0"], "/runAsUser"),
@@ -123,14 +125,16 @@ BAD_VALUES = [
     (
         [
             "--set-json",
-            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"}}]',
+            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"},'
+            '"pki":{"issue":false}}]',
         ],
         "missing property 'cache'",
     ),
     (
         [
             "--set-json",
-            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"},"cache":{}}]',
+            'shards=[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"},'
+            '"cache":{},"pki":{"issue":false}}]',
         ],
         "missing property 'kubeconfigSecretRef'",
     ),
@@ -295,6 +299,7 @@ def test_default_install_watches_the_release_namespace_and_is_standalone() -> No
         "Deployment",
         "Role",
         "RoleBinding",
+        "Service",
         "ServiceAccount",
     ]
     deployment = one(objects, "Deployment")
@@ -528,7 +533,7 @@ def test_dockerfile_matches_the_chart() -> None:
     users = [line.split()[1] for line in runtime if line.startswith("USER ")]
     assert users == [f"{values['runAsUser']}:{values['runAsGroup']}"]
     assert any(f"--uid {values['runAsUser']}" in line for line in runtime)
-    assert f"EXPOSE {values['operator']['livenessPort']}" in runtime
+    assert f"EXPOSE {values['operator']['livenessPort']} {values['metrics']['port']}" in runtime
     assert 'ENTRYPOINT ["kcp-shard-operator"]' in runtime
     assert not any(line.startswith(("RUN pip", "COPY operator")) for line in runtime)
 
@@ -545,3 +550,48 @@ def test_shards_example_in_values_yaml_is_valid(tmp_path: Path) -> None:
     values.write_text("\n".join(example) + "\n")
     shards = of_kind(render("-f", str(values)), "Shard")
     assert [shard["metadata"]["name"] for shard in shards] == ["root", "shard-1"]
+
+
+def test_a_non_root_shard_needs_no_cache_kubeconfig_while_the_operator_issues_it() -> None:
+    shards = '[{"name":"s","version":"0.34.0","replicas":1,"rootShardRef":{"name":"r"}}]'
+    (shard,) = of_kind(render("--set-json", f"shards={shards}"), "Shard")
+    assert "cache" not in shard["spec"]
+
+
+def test_metrics_have_a_named_port_a_service_and_an_optional_service_monitor() -> None:
+    objects = render()
+    ctr = container(objects)
+    assert "--metrics-port=9090" in ctr["args"]
+    assert {"name": "metrics", "containerPort": 9090, "protocol": "TCP"} in ctr["ports"]
+    service = one(objects, "Service")
+    assert service["metadata"]["name"] == "t-kcp-shard-operator-metrics"
+    assert service["spec"]["ports"] == [
+        {"name": "metrics", "port": 9090, "targetPort": "metrics", "protocol": "TCP"}
+    ]
+    pod_labels = one(objects, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= pod_labels.items()
+    assert of_kind(objects, "ServiceMonitor") == []
+    custom = render("-f", str(CI_VALUES[0]))
+    (monitor,) = of_kind(custom, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert (
+        monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()
+    )
+    assert monitor["spec"]["endpoints"] == [
+        {"port": "metrics", "path": "/metrics", "interval": "15s"}
+    ]
+    assert one(custom, "Service")["spec"]["ports"][0]["port"] == 8443
+
+
+def test_metrics_port_0_turns_them_off() -> None:
+    objects = render("--set", "metrics.port=0")
+    assert of_kind(objects, "Service") == []
+    ctr = container(objects)
+    assert "--metrics-port=0" in ctr["args"]
+    assert [port["name"] for port in ctr["ports"]] == ["healthz"]
+
+
+def test_metrics_and_liveness_on_one_port_is_refused() -> None:
+    proc = template("--set", "metrics.port=8080")
+    assert proc.returncode != 0
+    assert "metrics.port must differ from operator.livenessPort" in proc.stderr
