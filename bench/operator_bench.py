@@ -44,6 +44,7 @@ from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
 from testkit.cluster import cluster_down, cluster_script_env, cluster_up, kwok_workdir
 from testkit.kube import Cluster, apply_crds, shard_ready, token_cluster
+from testkit.operator_metrics import scrape
 from testkit.operator_process import OperatorProcess
 from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 from testkit.wait import wait_for
@@ -57,6 +58,8 @@ PODS_PER_NODE = 110  # kwok's node template
 OLD, NEW = "0.32.3", "0.33.0"
 FLOOR_WRITES_PER_SHARD = 3  # Deployment, Service and one status write
 REACTIONS = 50
+WRITES_METRIC = "kcp_shard_operator_api_writes_total"
+SHARDS_METRIC = "kcp_shard_operator_shards"
 REACTION_GAP = 1.0
 
 
@@ -237,10 +240,16 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         issued = pki_writes(audit.between(start, ready))
         reasons = event_reasons(driver, "shards")
 
-        log(f"[N={n}] steady state: two quiet resync periods")
+        at_ready = scrape(operator.metrics)
+
+        log(f"[N={n}] steady state: two quiet resync periods, /metrics scraped every second")
         time.sleep(2)
         quiet_start, quiet_cpu = time.time(), cpu_seconds(pid)
-        time.sleep(2 * RESYNC_SECONDS + 5)
+        scrapes = []
+        while time.time() - quiet_start < 2 * RESYNC_SECONDS + 5:
+            scraped_at = time.monotonic()
+            scrapes.append((scrape(operator.metrics), time.monotonic() - scraped_at))
+            time.sleep(1)
         quiet_seconds = time.time() - quiet_start
         quiet_cpu = cpu_seconds(pid) - quiet_cpu
         quiet = count(audit.between(quiet_start, time.time()), OPERATOR)
@@ -291,6 +300,14 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         "steady_reads_per_resync": quiet.reads / 2,
         "steady_writes_per_resync": quiet.writes / 2,
         "steady_cpu_percent": round(100 * quiet_cpu / quiet_seconds, 1),
+        "steady_metrics_scrapes": len(scrapes),
+        "metrics_scrape_p50_ms": round(percentile([t for _, t in scrapes], 50) * 1000, 1),
+        "metrics_scrape_max_ms": round(max(t for _, t in scrapes) * 1000, 1),
+        "metrics_bytes": scrapes[-1][0].size,
+        "metrics_writes_counted_to_ready": at_ready.total(WRITES_METRIC),
+        "metrics_writes_counted_in_steady_state": scrapes[-1][0].total(WRITES_METRIC)
+        - scrapes[0][0].total(WRITES_METRIC),
+        "metrics_shards_ready": at_ready.value(SHARDS_METRIC, phase="Ready"),
         "version_change_writes_per_shard": round(version_change.writes / len(changed), 2),
         "version_change_by_target": version_change.by_target,
         "reactions_measured": len(latencies),
@@ -332,6 +349,15 @@ def table(results: list[dict[str, Any]]) -> str:
         ("steady state: reads per resync", "steady_reads_per_resync"),
         ("steady state: writes per resync", "steady_writes_per_resync"),
         ("steady state: operator CPU % of a core", "steady_cpu_percent"),
+        ("steady state: /metrics scrapes (1 per second)", "steady_metrics_scrapes"),
+        (
+            "steady state: writes the operator's metrics counted",
+            "metrics_writes_counted_in_steady_state",
+        ),
+        ("/metrics scrape p50 ms", "metrics_scrape_p50_ms"),
+        ("/metrics scrape max ms", "metrics_scrape_max_ms"),
+        ("/metrics size (bytes)", "metrics_bytes"),
+        ("writes the operator's metrics counted to Ready", "metrics_writes_counted_to_ready"),
         ("writes per version change", "version_change_writes_per_shard"),
         ("spec change -> Deployment p50 ms", "reaction_p50_ms"),
         ("spec change -> Deployment p99 ms", "reaction_p99_ms"),

@@ -113,7 +113,8 @@ up() {
   stop_operator
   write_operator_kubeconfig
   KUBECONFIG="${OPERATOR_KUBECONFIG}" nohup "${REPO_DIR}/.venv/bin/kcp-shard-operator" run \
-    --all-namespaces --standalone --liveness-port "${DEMO_LIVENESS_PORT:-18080}" --no-kcp-checks \
+    --all-namespaces --standalone --liveness-port "${DEMO_LIVENESS_PORT:-18080}" \
+    --metrics-port "${DEMO_METRICS_PORT:-18090}" --no-kcp-checks \
     >"${OPERATOR_LOG}" 2>&1 &
   echo $! >"${PID_FILE}"
   log "applying manifests/samples/"

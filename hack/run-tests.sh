@@ -10,7 +10,8 @@ started=${SECONDS}
 
 step "make demo: builds exactly the tools it uses (tools dir: ${KCP_SHARD_TOOLS_DIR:-the cache})"
 demo_env=(CLUSTER_NAME=kcp-shard-operator-ci-demo
-  CLUSTER_KUBECONFIG="${REPO_DIR}/.cluster/ci-demo.kubeconfig" DEMO_LIVENESS_PORT=18089)
+  CLUSTER_KUBECONFIG="${REPO_DIR}/.cluster/ci-demo.kubeconfig" DEMO_LIVENESS_PORT=18089
+  DEMO_METRICS_PORT=18099)
 trap 'env "${demo_env[@]}" hack/demo.sh down >/dev/null 2>&1 || true' EXIT
 env "${demo_env[@]}" make --no-print-directory demo
 env "${demo_env[@]}" hack/demo.sh down

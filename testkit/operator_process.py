@@ -28,6 +28,7 @@ class OperatorProcess:
         self.cluster = cluster
         self.args = args
         self.port = free_port()
+        self.metrics_port = free_port()
         self.process = LoggedProcess(log_path)
 
     @property
@@ -44,6 +45,10 @@ class OperatorProcess:
     def healthz(self) -> str:
         return f"http://127.0.0.1:{self.port}/healthz"
 
+    @property
+    def metrics(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port}/metrics"
+
     def start(self, timeout: float = 60) -> None:
         """Start the operator and wait for its liveness endpoint; when its liveness port was
         taken meanwhile, start it again on another."""
@@ -51,12 +56,13 @@ class OperatorProcess:
 
     def _start_over(self) -> None:
         self.process.stop(0)
-        self.port = free_port()
+        self.port, self.metrics_port = free_port(), free_port()
 
     def _start(self, timeout: float) -> None:
         exe = Path(sys.executable).parent / "kcp-shard-operator"
         assert exe.exists(), f"{exe} missing: run `make install`"
-        cmd = [str(exe), "run", *self.args, "--liveness-port", str(self.port)]
+        ports = ["--liveness-port", str(self.port), "--metrics-port", str(self.metrics_port)]
+        cmd = [str(exe), "run", *self.args, *ports]
         self.process.start(cmd, env={**self.cluster.env, "PYTHONUNBUFFERED": "1"})
 
         def healthy() -> bool:

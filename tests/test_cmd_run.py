@@ -14,6 +14,12 @@ def test_peering_lifetime_below_ten_seconds_is_refused() -> None:
         main(["run", "--peering-lifetime", "5"])
 
 
+@pytest.mark.parametrize("port", ["8080", "70000", "-1"])
+def test_a_metrics_port_that_cannot_work_is_refused(port: str) -> None:
+    with pytest.raises(SystemExit, match=f"--metrics-port {port} must be 0 \\(off\\)"):
+        main(["run", "--metrics-port", port])
+
+
 @pytest.fixture
 def restored_logging() -> Iterator[None]:
     """The root logger's handlers and the levels configure_logging sets, put back after."""

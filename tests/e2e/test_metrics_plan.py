@@ -1,0 +1,143 @@
+"""The operator's /metrics and ``plan`` against a real API server: the counters say what the
+API server holds, ``plan`` writes nothing and its order is the order the upgrade then takes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from testkit.kube import Cluster
+from testkit.metrics import api_request_totals, writes_between
+from testkit.operator_metrics import Scrape, scrape
+from testkit.operator_process import CHILD_RESOURCES, OperatorProcess
+from testkit.wait import wait_for
+
+from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
+
+pytestmark = pytest.mark.e2e
+OLD, NEW = "0.27.1", "0.28.0"
+SHARDS = ("root", "shard-1")
+EXE = Path(sys.executable).parent / "kcp-shard-operator"
+
+
+def installation(version: str) -> list[dict[str, Any]]:
+    return [shard("root", version), shard("shard-1", version, rootShardRef={"name": "root"})]
+
+
+def plan(cluster: Cluster, namespace: str, *args: str) -> dict[str, Any]:
+    proc = subprocess.run(
+        [str(EXE), "plan", "-n", namespace, *args, "-o", "json"],
+        env=dict(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, Any] = json.loads(proc.stdout)
+    return found
+
+
+def issued_secrets(kubectl: Kubectl, namespace: str) -> int:
+    out = kubectl("get", "secrets", "-n", namespace, "-l", "kcpshard.dev/issued", "-o", "name")
+    return len(out.split())
+
+
+def template_version(kubectl: Kubectl, namespace: str, name: str) -> str:
+    deployment = get(kubectl, namespace, "deployment", f"{name}-kcp")
+    return str(
+        deployment["spec"]["template"]["metadata"]["annotations"]["kcpshard.dev/kcp-version"]
+    )
+
+
+def test_metrics_count_what_the_api_server_holds(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, *installation(OLD))
+    for name in SHARDS:
+        wait_ready(kubectl, namespace, name, OLD)
+    wait_for(
+        lambda: (
+            scrape(operator_process.metrics).value("kcp_shard_operator_shards", phase="Ready") == 2
+        ),
+        30,
+        "both Shards Ready in /metrics",
+    )
+    found = scrape(operator_process.metrics)
+    assert found.value("kcp_shard_operator_shards_running_version", version=OLD) == 2
+    writes = "kcp_shard_operator_api_writes_total"
+    assert found.value(writes, kind="Deployment", verb="apply") == 2
+    created = found.value(writes, kind="Secret", verb="create") or 0
+    failed = found.total("kcp_shard_operator_api_write_failures_total", kind="Secret")
+    assert created - failed == issued_secrets(kubectl, namespace)
+    for role in ("root", "non-root"):
+        count = "kcp_shard_operator_rollout_duration_seconds_count"
+        assert found.value(count, role=role) == 1, role
+    assert found.total("kcp_shard_operator_reconcile_passes_total", kind="Shard") >= 4
+    status = get(kubectl, namespace, "shard", "root")["status"]
+    expiries = found.labelled("kcp_shard_operator_certificate_expiry_timestamp_seconds", "secret")
+    assert set(expiries) >= {entry["secret"] for entry in status["certificates"]}
+
+    reads = [scrape(operator_process.metrics) for _ in range(3)]
+    counted = {s.total("kcp_shard_operator_api_reads_total") for s in reads}
+    assert len(counted) == 1, "a scrape made the operator read the API"
+
+
+def test_plan_reads_only_and_its_order_is_the_upgrade_s(
+    operator_process: OperatorProcess, cluster: Cluster, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, *installation(OLD))
+    for name in SHARDS:
+        wait_ready(kubectl, namespace, name, OLD)
+    before = api_request_totals(cluster)
+    planned = plan(cluster, namespace, "--to", NEW)
+    after = api_request_totals(cluster)
+    assert writes_between(before, after, (*CHILD_RESOURCES, "shards", "secrets")) == {}
+    steps = {step["name"]: step for step in planned["steps"]}
+    assert [(s["name"], s["order"]) for s in planned["steps"]] == [("root", 1), ("shard-1", 2)]
+    assert steps["shard-1"]["waitsFor"] == f"root shard root to roll out kcp {NEW}"
+    assert all(s["flagsDropped"] == [] and s["now"] == OLD for s in steps.values())
+    assert steps["shard-1"]["identityCache"] == "kept (OlderVersion)"
+
+    in_progress: list[float] = []
+    changed_at: dict[str, float] = {}
+    for name in SHARDS:
+        patch_spec(kubectl, namespace, name, {"version": NEW})
+    start = time.monotonic()
+
+    def both_changed() -> bool:
+        found: Scrape = scrape(operator_process.metrics)
+        in_progress.append(found.value("kcp_shard_operator_rollouts_in_progress") or 0)
+        for name in SHARDS:
+            if name not in changed_at and template_version(kubectl, namespace, name) == NEW:
+                changed_at[name] = time.monotonic() - start
+        return len(changed_at) == len(SHARDS)
+
+    wait_for(both_changed, 120, "both Deployments on the new version", interval=0.2)
+    order = sorted(changed_at, key=changed_at.__getitem__)
+    assert order == [s["name"] for s in planned["steps"]], changed_at
+    for name in SHARDS:
+        wait_ready(kubectl, namespace, name, NEW)
+    wait_for(
+        lambda: (
+            scrape(operator_process.metrics).total(
+                "kcp_shard_operator_rollout_duration_seconds_count"
+            )
+            == 4
+        ),
+        30,
+        "two more rollouts observed",
+    )
+    found = scrape(operator_process.metrics)
+    for role in ("root", "non-root"):
+        assert found.value("kcp_shard_operator_rollout_duration_seconds_count", role=role) == 2
+    assert found.value("kcp_shard_operator_shards_running_version", version=NEW) == 2
+    assert max(in_progress) >= 1
+    print(f"plan order {order}, Deployments changed at {changed_at}")
+    assert plan(cluster, namespace)["steps"][0]["outcome"] == "Unchanged"
