@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import yaml
 
-from testkit.kube import shard_ready
+from testkit.kube import Cluster, shard_ready
 from testkit.wait import wait_for
 
 from .pki import secret
@@ -93,3 +96,19 @@ def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
         "get", "events", "-n", ns, "--field-selector", f"involvedObject.name={name}", "-o", "json"
     )
     return [item["reason"] for item in json.loads(out)["items"]]
+
+
+def plan_json(cluster: Cluster, *args: str) -> dict[str, Any]:
+    """``kcp-shard-operator plan <args> -o json`` against ``cluster``, parsed."""
+    exe = Path(sys.executable).parent / "kcp-shard-operator"
+    proc = subprocess.run(
+        [str(exe), "plan", *args, "-o", "json"],
+        env=dict(cluster.env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    found: dict[str, Any] = json.loads(proc.stdout)
+    return found

@@ -3,11 +3,7 @@ API server holds, ``plan`` writes nothing and its order is the order the upgrade
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,30 +14,15 @@ from testkit.operator_metrics import Scrape, scrape
 from testkit.operator_process import CHILD_RESOURCES, OperatorProcess
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
+from .shards import Kubectl, apply, get, patch_spec, plan_json, shard, wait_ready
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "0.27.1", "0.28.0"
 SHARDS = ("root", "shard-1")
-EXE = Path(sys.executable).parent / "kcp-shard-operator"
 
 
 def installation(version: str) -> list[dict[str, Any]]:
     return [shard("root", version), shard("shard-1", version, rootShardRef={"name": "root"})]
-
-
-def plan(cluster: Cluster, namespace: str, *args: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [str(EXE), "plan", "-n", namespace, *args, "-o", "json"],
-        env=dict(cluster.env),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr
-    found: dict[str, Any] = json.loads(proc.stdout)
-    return found
 
 
 def issued_secrets(kubectl: Kubectl, namespace: str) -> int:
@@ -96,7 +77,7 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     for name in SHARDS:
         wait_ready(kubectl, namespace, name, OLD)
     before = api_request_totals(cluster)
-    planned = plan(cluster, namespace, "--to", NEW)
+    planned = plan_json(cluster, "-n", namespace, "--to", NEW)
     after = api_request_totals(cluster)
     assert writes_between(before, after, (*CHILD_RESOURCES, "shards", "secrets")) == {}
     steps = {step["name"]: step for step in planned["steps"]}
@@ -140,4 +121,4 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     assert found.value("kcp_shard_operator_shards_running_version", version=NEW) == 2
     assert max(in_progress) >= 1
     print(f"plan order {order}, Deployments changed at {changed_at}")
-    assert plan(cluster, namespace)["steps"][0]["outcome"] == "Unchanged"
+    assert plan_json(cluster, "-n", namespace)["steps"][0]["outcome"] == "Unchanged"

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from testkit.kube import Cluster, condition, create_namespace, delete_namespace, shard_ready
+from testkit.operator_metrics import Scrape, parse
 from testkit.process import free_port
 from testkit.tools import HACK, log, pinned_version, run_visible
 from testkit.wait import wait_for
@@ -30,6 +31,10 @@ from tests.e2e.pki import (
 
 RELEASE = "kcp-shard-operator"
 OPERATOR_NAMESPACE = "kcp-shard-operator"
+METRICS_PATH = (
+    f"/api/v1/namespaces/{OPERATOR_NAMESPACE}/services/{RELEASE}-metrics:metrics/proxy/metrics"
+)
+"""The operator's /metrics through its chart's Service (the API server's service proxy)."""
 KCP_PORT = 6443
 OLD = pinned_version("KCP_VERSION").removeprefix("v")
 """The kcp the kind tests start on (hack/versions.env)."""
@@ -212,6 +217,11 @@ def bump(cluster: Cluster, namespace: str, shards: tuple[str, ...], version: str
         cluster.kubectl(
             "patch", "shard", shard, "-n", namespace, "--type=merge", "-p", json.dumps(patch)
         )
+
+
+def operator_metrics(cluster: Cluster) -> Scrape:
+    """A scrape of the in-cluster operator's /metrics through its Service."""
+    return parse(cluster.kubectl("get", "--raw", METRICS_PATH, timeout=15))
 
 
 def readyz_via_service(cluster: Cluster, namespace: str, shard: str) -> str:

@@ -27,24 +27,29 @@ limitations), and dropping it from a kcp that needs it would break the shard.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from itertools import pairwise
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
 
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster
+from testkit.kube import Cluster, KubectlError
+from testkit.operator_metrics import Scrape
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki
+from tests.e2e.shards import plan_json
 
 from .durability import (
     OPERATOR_SELECTOR,
+    RESULTS,
     DataSteps,
     pki_kubeconfig,
     replace_all_pods,
@@ -61,6 +66,7 @@ from .kind import (
     describe_failure,
     kcp_namespace,
     load_kcp_image,
+    operator_metrics,
     shards_on_etcd_pod,
     wait_degraded_cleared,
     wait_refused,
@@ -123,6 +129,78 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
         assert outage <= restart_bound, f"{shard} /readyz failed for {outage:.0f}s"
 
 
+ROLLOUT_COUNT = "kcp_shard_operator_rollout_duration_seconds_count"
+ROLLOUT_SUM = "kcp_shard_operator_rollout_duration_seconds_sum"
+WRITES = "kcp_shard_operator_api_writes_total"
+
+
+def plan_summary(planned: dict[str, Any]) -> str:
+    return ", ".join(
+        f"{s['order']}. {s['name']} {s['now']} -> {s['after']} "
+        f"(drops {s['flagsDropped'] or 'nothing'})"
+        for s in planned["steps"]
+    )
+
+
+def _scrape_at(cluster: Cluster, version: str) -> Scrape | None:
+    """A scrape of the operator once it counts every shard Ready at ``version``."""
+    try:
+        found = operator_metrics(cluster)
+    except (KubectlError, ValueError):
+        return None
+    running = found.value("kcp_shard_operator_shards_running_version", version=version) or 0
+    return found if running >= len(SHARDS) else None
+
+
+def assert_plan_was_the_upgrade(planned: dict[str, Any], upgrade: list[Sample]) -> None:
+    """The plan taken before the bump: the order the timeline shows (the root's pods all at
+    NEW before any shard-1 pod), and the flags the pods then ran with (nothing dropped: the
+    flag stays on every shard-1 pod, as asserted on the timeline)."""
+    assert [(s["name"], s["order"]) for s in planned["steps"]] == [("root", 1), ("shard-1", 2)]
+    assert all(s["now"] == OLD and s["after"] == NEW for s in planned["steps"]), planned
+    assert all(s["flagsDropped"] == [] for s in planned["steps"]), planned
+    root_done = first(upgrade, lambda s: rolled(s, "root", NEW))
+    shard_started = first(upgrade, lambda s: any(p.version == NEW for p in s.pods["shard-1"]))
+    assert root_done is not None
+    assert shard_started is not None
+    assert root_done <= shard_started
+
+
+def assert_metrics_moved(
+    initial: Scrape, before_kill: Scrape, after: Scrape, upgrade: list[Sample]
+) -> None:
+    """The operator's counters over the upgrade, across its pod's replacement (a new pod
+    counts from zero): one rollout observed per shard, Deployment writes, the gauge up while
+    rolling; written to bench/results/upgrade-metrics.json."""
+    figures: dict[str, Any] = {}
+    for role in ("root", "non-root"):
+        old_pod = (before_kill.value(ROLLOUT_COUNT, role=role) or 0) - (
+            initial.value(ROLLOUT_COUNT, role=role) or 0
+        )
+        observed = old_pod + (after.value(ROLLOUT_COUNT, role=role) or 0)
+        seconds = (
+            (before_kill.value(ROLLOUT_SUM, role=role) or 0)
+            - (initial.value(ROLLOUT_SUM, role=role) or 0)
+            + (after.value(ROLLOUT_SUM, role=role) or 0)
+        )
+        figures[role] = {"rollouts_observed": observed, "rollout_seconds": round(seconds, 1)}
+        assert observed == 1, (role, figures)
+    writes = (
+        before_kill.total(WRITES, kind="Deployment")
+        - initial.total(WRITES, kind="Deployment")
+        + after.total(WRITES, kind="Deployment")
+    )
+    figures["deployment_writes"] = writes
+    gauge = [s.rollouts_in_progress for s in upgrade if s.rollouts_in_progress is not None]
+    figures["rollouts_in_progress_max"] = max(gauge, default=None)
+    figures["metrics_unanswered_samples"] = sum(s.rollouts_in_progress is None for s in upgrade)
+    log(f"operator metrics over the upgrade: {figures}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "upgrade-metrics.json").write_text(json.dumps(figures, indent=2) + "\n")
+    assert writes >= len(SHARDS), figures
+    assert max(gauge, default=0) >= 1, figures
+
+
 @pytest.fixture
 def upgrade_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
@@ -158,6 +236,9 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="upgrade")
         steps = DataSteps(data, apis, "durability", "external-etcd")
         timeline.mark(f"data created: {len(data.records)} objects on both shards")
+        planned = plan_json(kind_cluster, "-n", ns, "--to", NEW)
+        timeline.mark(f"plan --to {NEW}: {plan_summary(planned)}")
+        initial = operator_metrics(kind_cluster)
         upgrade_from = len(timeline.samples)
         started = time.monotonic()
 
@@ -172,6 +253,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             "a root pod on the new version",
             interval=2,
         )
+        before_kill = operator_metrics(kind_cluster)
         kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR)
         timeline.mark("operator pod deleted mid-rollout")
         wait_version(kind_cluster, ns, SHARDS, NEW, ROLL_TIMEOUT)
@@ -185,6 +267,9 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         )
         timeline.mark(f"both Ready at {NEW}")
         upgrade = timeline.samples[upgrade_from:]
+        after_upgrade = wait_for(
+            lambda: _scrape_at(kind_cluster, NEW), 60, f"/metrics of the new operator pod at {NEW}"
+        )
         steps.check(
             f"the upgrade to {NEW}, the operator pod killed mid-rollout", time.monotonic() - started
         )
@@ -267,3 +352,5 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             assert sample.status_version[shard] == NEW, sample
     assert all(p.flag for s in timeline.samples for p in s.pods["shard-1"])
     assert not any(p.flag for s in timeline.samples for p in s.pods["root"])
+    assert_plan_was_the_upgrade(planned, upgrade)
+    assert_metrics_moved(initial, before_kill, after_upgrade, upgrade)

@@ -1,6 +1,6 @@
 """What the kind upgrade tests sample while shards roll: a timeline of the shards' pods, PDBs,
-``status.version`` and ``/readyz``, a faster ``/readyz`` probe per Service, and the figures
-read off them."""
+``status.version``, ``/readyz`` and the operator's rollouts-in-progress gauge, a faster
+``/readyz`` probe per Service, and the figures read off them."""
 
 from __future__ import annotations
 
@@ -13,11 +13,12 @@ from typing import Any
 from testkit.kube import Cluster, KubectlError
 from testkit.tools import log
 
-from .kind import pod_ready, readyz_via_service
+from .kind import operator_metrics, pod_ready, readyz_via_service
 
 SHARDS = ("root", "shard-1")
 REPLICAS = 2
 FLAG = "--root-shard-kubeconfig-file"
+ROLLOUTS_IN_PROGRESS = "kcp_shard_operator_rollouts_in_progress"
 
 
 @dataclass(frozen=True)
@@ -36,6 +37,9 @@ class Sample:
     status_version: dict[str, str | None]
     readyz: dict[str, bool]
     terminating: frozenset[str] = frozenset()
+    rollouts_in_progress: float | None = None
+    """The operator's gauge through its metrics Service (None: no answer, as while its pod
+    is replaced)."""
 
 
 @dataclass
@@ -90,8 +94,13 @@ class Timeline:
                 readyz[shard] = readyz_via_service(self.cluster, self.namespace, shard) == "ok"
             except KubectlError:
                 readyz[shard] = False
+        try:
+            gauge = operator_metrics(self.cluster).value(ROLLOUTS_IN_PROGRESS)
+        except (KubectlError, ValueError):
+            gauge = None
         return Sample(
             at=time.monotonic() - self.started,
+            rollouts_in_progress=gauge,
             pods=pods,
             disruptions_allowed={s: pdbs.get(s) for s in SHARDS},
             status_version={s: shards.get(s, {}).get("status", {}).get("version") for s in SHARDS},
@@ -118,9 +127,13 @@ class Timeline:
 
     def table(self) -> str:
         """The timeline as a table: one row per sample where something changed."""
-        header = f"{'t[s]':>6}  " + "  ".join(
-            f"{s + ' pods (version/ready/flag)':<44} {'PDB':>3} {'status':>7} {'readyz':>6}"
-            for s in SHARDS
+        header = (
+            f"{'t[s]':>6}  "
+            + "  ".join(
+                f"{s + ' pods (version/ready/flag)':<44} {'PDB':>3} {'status':>7} {'readyz':>6}"
+                for s in SHARDS
+            )
+            + f"  {'rolling':>7}"
         )
         rows, last = [header, "-" * len(header)], ""
         events = list(self.events)
@@ -140,6 +153,8 @@ class Timeline:
                     f"{pods:<44} {'-' if allowed is None else allowed:>3} "
                     f"{sample.status_version[s] or '-':>7} {readyz:>6}"
                 )
+            gauge = sample.rollouts_in_progress
+            cells.append(f"{'-' if gauge is None else int(gauge):>7}")
             line = "  ".join(cells)
             if line != last:
                 rows.append(f"{sample.at:6.0f}  {line}")
