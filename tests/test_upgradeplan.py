@@ -239,3 +239,13 @@ def test_a_rollout_going_on_is_noted() -> None:
         "from its end"
     ]
     assert steps["shard-1"].notes == []
+
+
+def test_a_non_root_shard_without_a_cache_kubeconfig_is_refused_for_any_release() -> None:
+    objects = installation("0.27.1")
+    objects[1]["spec"].update(pki={"issue": False}, rootShardKubeconfigSecretRef={"name": "r"})
+    del objects[1]["spec"]["cache"]
+    steps = planned(objects, "0.34.0")
+    assert steps["shard-1"].outcome == INVALID
+    assert "--cache-kubeconfig" in (steps["shard-1"].message or "")
+    assert steps["root"].outcome == ROLLS

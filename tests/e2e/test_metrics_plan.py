@@ -4,11 +4,12 @@ API server holds, ``plan`` writes nothing and its order is the order the upgrade
 from __future__ import annotations
 
 import time
+from functools import partial
 from typing import Any
 
 import pytest
 
-from testkit.kube import Cluster
+from testkit.kube import Cluster, condition
 from testkit.metrics import api_request_totals, writes_between
 from testkit.operator_metrics import Scrape, scrape
 from testkit.operator_process import CHILD_RESOURCES, OperatorProcess
@@ -122,3 +123,19 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     assert max(in_progress) >= 1
     print(f"plan order {order}, Deployments changed at {changed_at}")
     assert plan_json(cluster, "-n", namespace)["steps"][0]["outcome"] == "Unchanged"
+
+    refused = plan_json(cluster, "-n", namespace, "--to", OLD)["steps"]
+    assert [(s["outcome"], s["reason"], s["after"]) for s in refused] == [
+        ("Refused", "DowngradeRefused", NEW)
+    ] * 2
+    for name in SHARDS:
+        patch_spec(kubectl, namespace, name, {"version": OLD})
+
+    def refused_now(name: str) -> bool:
+        degraded = condition(get(kubectl, namespace, "shard", name), "Degraded")
+        return degraded.get("reason") == "DowngradeRefused"
+
+    for name in SHARDS:
+        wait_for(partial(refused_now, name), 60, f"{name} DowngradeRefused")
+        message = condition(get(kubectl, namespace, "shard", name), "Degraded")["message"]
+        assert message == next(s["message"] for s in refused if s["name"] == name)

@@ -276,6 +276,11 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         refusal_from = len(timeline.samples)
         started = time.monotonic()
 
+        refused = plan_json(kind_cluster, "-n", ns, "--to", OLD)["steps"]
+        timeline.mark(
+            f"plan --to {OLD}: {[(s['name'], s['outcome'], s['reason']) for s in refused]}"
+        )
+        assert {(s["outcome"], s["reason"]) for s in refused} == {("Refused", "DowngradeRefused")}
         bump(kind_cluster, ns, SHARDS, OLD)
         timeline.mark(f"bump down: both Shards set to {OLD} (an older minor)")
         wait_refused(kind_cluster, ns, SHARDS, 120)
