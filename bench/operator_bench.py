@@ -305,6 +305,7 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         "metrics_scrape_max_ms": round(max(t for _, t in scrapes) * 1000, 1),
         "metrics_bytes": scrapes[-1][0].size,
         "metrics_writes_counted_to_ready": at_ready.total(WRITES_METRIC),
+        "metrics_events_counted_to_ready": at_ready.total("kcp_shard_operator_events_total"),
         "metrics_writes_counted_in_steady_state": scrapes[-1][0].total(WRITES_METRIC)
         - scrapes[0][0].total(WRITES_METRIC),
         "metrics_shards_ready": at_ready.value(SHARDS_METRIC, phase="Ready"),
@@ -358,6 +359,7 @@ def table(results: list[dict[str, Any]]) -> str:
         ("/metrics scrape max ms", "metrics_scrape_max_ms"),
         ("/metrics size (bytes)", "metrics_bytes"),
         ("writes the operator's metrics counted to Ready", "metrics_writes_counted_to_ready"),
+        ("Events the operator's metrics counted to Ready", "metrics_events_counted_to_ready"),
         ("writes per version change", "version_change_writes_per_shard"),
         ("spec change -> Deployment p50 ms", "reaction_p50_ms"),
         ("spec change -> Deployment p99 ms", "reaction_p99_ms"),

@@ -60,6 +60,18 @@ def test_writes_and_reads_are_counted_as_the_api_server_sees_them() -> None:
     assert value(ctx, "kcp_shard_operator_reconcile_duration_seconds_count", kind="Shard") == 2
 
 
+def test_events_are_counted_by_type_and_reason() -> None:
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = metered(kube, effects)
+    settle(ctx, kube, "root")
+    posted = [(event.type, event.reason) for _, event in effects.events]
+    assert posted
+    for type_, reason in set(posted):
+        counted = value(ctx, "kcp_shard_operator_events_total", type=type_, reason=reason)
+        assert counted == posted.count((type_, reason))
+
+
 def test_a_steady_pass_counts_no_read_and_no_write() -> None:
     kube = FakeKube(shard_object())
     ctx = metered(kube)

@@ -117,6 +117,11 @@ class Context:
     def __post_init__(self) -> None:
         self.metrics.watch(self.store)
 
+    def announce(self, obj: JSON, event: Event) -> None:
+        """Post ``event`` about ``obj``, counted by type and reason."""
+        self.metrics.events.labels(event.type, event.reason).inc()
+        self.post(obj, event)
+
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:
         """Serialise passes over one Shard coming from different watch streams."""

@@ -72,6 +72,12 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
+        self.events = Counter(
+            f"{PREFIX}_events",
+            "Events posted about Shards, by type (Normal, Warning) and reason.",
+            ["type", "reason"],
+            registry=registry,
+        )
         self.rollout_seconds = Histogram(
             f"{PREFIX}_rollout_duration_seconds",
             "Seconds from the start of a shard's rollout to every replica running it, by role "

@@ -148,7 +148,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         _leave(ctx, uid, namespace, logger)
         return None
     for issued in issuance.events:
-        ctx.post(obj, issued)
+        ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     decision = plan(shard, root, observed, release, revisions, classes, keys)
     failures: list[str] = []
@@ -172,7 +172,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         logger.info("%s %s (%s)", how, child_ref, cause.value)
         event = change_event(kind, child["metadata"]["name"], cause.value, generation)
         if event is not None:
-            ctx.post(obj, event)
+            ctx.announce(obj, event)
     if decision.delete_pdb:
         try:
             ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))

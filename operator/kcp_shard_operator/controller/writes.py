@@ -123,7 +123,7 @@ def write_status(ctx: Context, obj: JSON, status: JSON, revision: str | None = N
             ctx.rolled_out[uid] = revision
         if event.reason == ROLLED_OUT:
             _observe_rollout(ctx, obj, before)
-        ctx.post(obj, event)
+        ctx.announce(obj, event)
 
 
 def _observe_rollout(ctx: Context, obj: JSON, before: JSON | None) -> None:
