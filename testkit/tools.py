@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 import subprocess
 import sys
@@ -46,6 +47,27 @@ def helm_env() -> dict[str, str]:
     """The environment with the pinned helm on PATH, built first when it is missing."""
     build_tools("helm")
     return tools_env()
+
+
+def service_monitor_crd() -> Path:
+    """The ServiceMonitor CRD of the pinned prometheus-operator, from its Go module."""
+    version = pinned_version("PROMETHEUS_OPERATOR_VERSION")
+    module = f"github.com/prometheus-operator/prometheus-operator@{version}"
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", module],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    found = json.loads(proc.stdout or "{}")
+    assert "Dir" in found, f"go mod download {module}: {found.get('Error') or proc.stderr}"
+    return (
+        Path(found["Dir"])
+        / "example"
+        / "prometheus-operator-crd"
+        / ("monitoring.coreos.com_servicemonitors.yaml")
+    )
 
 
 def pinned_version(name: str) -> str:

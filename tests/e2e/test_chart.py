@@ -27,7 +27,7 @@ from testkit.kube import (
     shard_ready,
     token_cluster,
 )
-from testkit.tools import HelmError, log
+from testkit.tools import HelmError, log, service_monitor_crd
 from testkit.wait import wait_for
 from tests.chart import CHART, CI_VALUES, RENDER_INSTALL, SAMPLES, render
 
@@ -112,6 +112,7 @@ def test_rendered_manifests_pass_server_side_dry_run(
     tmp_path: Path,
 ) -> None:  # fmt: skip
     apply_crds(cluster, PEERING_CRDS)
+    apply_crds(cluster, service_monitor_crd())
     install = subprocess.run(
         [str(RENDER_INSTALL)],
         env={**cluster.env, "INSTALL_NAMESPACE": namespace},
@@ -132,7 +133,7 @@ def test_rendered_manifests_pass_server_side_dry_run(
     kinds = sorted({obj["kind"] for obj in objects})
     assert kinds == [
         "ClusterRole", "ClusterRoleBinding", "Deployment", "KopfPeering", "PodDisruptionBudget",
-        "Role", "RoleBinding", "ServiceAccount", "Shard",
+        "Role", "RoleBinding", "Service", "ServiceAccount", "ServiceMonitor", "Shard",
     ]  # fmt: skip
     out = kubectl(
         "apply", "--dry-run=server", "--validate=strict", "-f", "-",
@@ -144,6 +145,11 @@ def test_rendered_manifests_pass_server_side_dry_run(
     broken[0]["spec"]["replicas"] = 0
     with pytest.raises(KubectlError, match=r"spec.replicas"):
         kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(broken))
+    # The ServiceMonitor's schema is prometheus-operator's own: it refuses a bad interval.
+    monitor = [obj for obj in objects if obj["kind"] == "ServiceMonitor"]
+    monitor[0]["spec"]["endpoints"][0]["interval"] = "often"
+    with pytest.raises(KubectlError, match=r"interval"):
+        kubectl("apply", "--dry-run=server", "-f", "-", stdin=yaml.safe_dump_all(monitor))
 
 
 def test_install_and_token_operator_reconciles_the_samples(
