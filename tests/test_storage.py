@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.controller.handlers import _shards_of
+from kcp_shard_operator.controller.reconcile import STORAGE_CLASSES_SECONDS
 from kcp_shard_operator.core.claim import (
     Storage,
     claim_name,
@@ -22,7 +23,7 @@ from kcp_shard_operator.core.spec import parse_shard
 from kcp_shard_operator.core.status import Observation, events_between, shard_status
 
 from .conftest import RELEASE, make, shard_object
-from .fake_kube import FakeKube, context, refused, run, watched
+from .fake_kube import Effects, FakeKube, context, refused, run, watched
 
 EXTERNAL = {"endpoints": ["https://etcd:2379"]}
 STANDARD = {
@@ -287,6 +288,29 @@ def test_storage_classes_are_listed_only_for_a_pending_claim() -> None:
     degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
     assert degraded["reason"] == "StorageClassNotFound"
     assert "StorageClass 'nope' does not exist" in degraded["message"]
+
+
+def test_storage_classes_are_listed_once_for_many_pending_claims_then_again_later() -> None:
+    names = [f"s{i}" for i in range(5)]
+    kube = FakeKube(*(shard_object(name, storage={"storageClassName": "nope"}) for name in names))
+    effects = Effects()
+    ctx = context(kube, effects)
+    run(ctx, *names)
+    for name in names:
+        claim = kube.objects[("PersistentVolumeClaim", "ns", f"{name}-kcp-data")]
+        watched(ctx, kube.put({**claim, "status": {"phase": "Pending"}}))
+    run(ctx, *names)
+    run(ctx, *names)
+    assert kube.calls.count(("list", "StorageClass", "")) == 1
+    for name in names:
+        degraded = next(
+            c for c in kube.objects[("Shard", "ns", name)]["status"]["conditions"]
+            if c["type"] == "Degraded"
+        )  # fmt: skip
+        assert degraded["reason"] == "StorageClassNotFound"
+    effects.now += STORAGE_CLASSES_SECONDS
+    run(ctx, names[0])
+    assert kube.calls.count(("list", "StorageClass", "")) == 2
 
 
 @pytest.mark.parametrize(

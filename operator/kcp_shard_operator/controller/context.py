@@ -110,6 +110,8 @@ class Context:
         default=lambda: datetime.datetime.now(datetime.UTC)
     )
     """The time certificates are issued at and checked against."""
+    storage_classes: tuple[float, dict[str, JSON]] | None = None
+    """The last listing of the cluster's StorageClasses, with the monotonic time it was read."""
     metrics: Metrics = field(default_factory=Metrics)
     epoch_clock: Callable[[], float] = time.time
     """Seconds since the epoch, to measure rollouts against the times a status records."""

@@ -47,6 +47,8 @@ CHILD_KINDS = tuple(
 )
 """(apiVersion, kind, plural) of the objects rendered for a Shard."""
 API_ERROR = "APIError"
+STORAGE_CLASSES_SECONDS = 10.0
+"""How long a listing of the StorageClasses explains Pending claims before it is read again."""
 
 
 def _child_name(shard: Shard, kind: str) -> str:
@@ -55,13 +57,20 @@ def _child_name(shard: Shard, kind: str) -> str:
 
 def _storage_classes(ctx: Context, claim: JSON | None) -> dict[str, JSON] | None:
     """The cluster's StorageClasses, read only while the shard's claim is Pending (to say
-    why); None otherwise or when they cannot be read."""
+    why), and at most once per STORAGE_CLASSES_SECONDS for all Shards (a hundred new claims
+    Pending at once would otherwise list them on each of their passes); None otherwise or
+    when they cannot be read."""
     if ((claim or {}).get("status") or {}).get("phase") != "Pending":
         return None
+    listed = ctx.storage_classes
+    if listed is not None and ctx.clock() - listed[0] < STORAGE_CLASSES_SECONDS:
+        return listed[1]
     try:
-        return ctx.kube.storage_classes()
+        classes = ctx.kube.storage_classes()
     except APIError:
         return None
+    ctx.storage_classes = (ctx.clock(), classes)
+    return classes
 
 
 def _now() -> str:
