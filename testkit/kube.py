@@ -57,6 +57,18 @@ class Cluster:
         """Run helm against the cluster and return its stdout; raise HelmError on failure."""
         return helm(self.env, *args, timeout=timeout).stdout
 
+    def as_service_account(self, namespace: str, name: str, directory: Path) -> Cluster:
+        """The same cluster seen by ServiceAccount ``name`` (created if missing) through a
+        kubeconfig with a fresh token in ``directory``: what it may do is what its Roles say."""
+        self.kubectl("create", "serviceaccount", name, "-n", namespace)
+        token = self.kubectl("create", "token", name, "-n", namespace).strip()
+        config = json.loads(self.kubectl("config", "view", "--raw", "--minify", "-o", "json"))
+        config["users"] = [{"name": name, "user": {"token": token}}]
+        config["contexts"][0]["context"]["user"] = name
+        kubeconfig = directory / f"{name}.kubeconfig"
+        kubeconfig.write_text(json.dumps(config), "utf-8")
+        return Cluster(kubeconfig=kubeconfig, env={**self.env, "KUBECONFIG": str(kubeconfig)})
+
 
 def unique_name(prefix: str) -> str:
     """A DNS-1123 label ``<prefix>-<6 hex>``, at most 63 characters."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,7 +16,16 @@ from testkit.operator_metrics import Scrape, scrape
 from testkit.operator_process import CHILD_RESOURCES, OperatorProcess
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, patch_spec, plan_json, shard, wait_ready
+from .shards import (
+    Kubectl,
+    apply,
+    get,
+    patch_spec,
+    plan_json,
+    shard,
+    wait_ready,
+    wait_settled,
+)
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "0.27.1", "0.28.0"
@@ -71,14 +81,30 @@ def test_metrics_count_what_the_api_server_holds(
     assert len(counted) == 1, "a scrape made the operator read the API"
 
 
+def planner(cluster: Cluster, namespace: str, directory: Path) -> Cluster:
+    """A ServiceAccount with what the README says ``plan`` needs: list Shards, get Deployments."""
+    kubectl = cluster.kubectl
+    for verb, resource in (("list", "shards.kcpshard.dev"), ("get", "deployments.apps")):
+        role = f"plan-{verb}"
+        kubectl("create", "role", role, f"--verb={verb}", f"--resource={resource}", "-n", namespace)
+        sa = f"--serviceaccount={namespace}:planner"
+        kubectl("create", "rolebinding", role, f"--role={role}", sa, "-n", namespace)
+    return cluster.as_service_account(namespace, "planner", directory)
+
+
 def test_plan_reads_only_and_its_order_is_the_upgrade_s(
-    operator_process: OperatorProcess, cluster: Cluster, kubectl: Kubectl, namespace: str
+    operator_process: OperatorProcess,
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    tmp_path: Path,
 ) -> None:
     apply(kubectl, namespace, *installation(OLD))
     for name in SHARDS:
-        wait_ready(kubectl, namespace, name, OLD)
+        wait_settled(kubectl, namespace, name, OLD)
+    restricted = planner(cluster, namespace, tmp_path)
     before = api_request_totals(cluster)
-    planned = plan_json(cluster, "-n", namespace, "--to", NEW)
+    planned = plan_json(restricted, "-n", namespace, "--to", NEW)
     after = api_request_totals(cluster)
     assert writes_between(before, after, (*CHILD_RESOURCES, "shards", "secrets")) == {}
     steps = {step["name"]: step for step in planned["steps"]}
