@@ -15,6 +15,12 @@ from kcp_shard_operator.core.meta import (
     selector_labels,
 )
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.podtemplate import (
+    container_security_context,
+    https_probes,
+    placed,
+    pod_security_context,
+)
 from kcp_shard_operator.core.service import PORT
 from kcp_shard_operator.core.spec import Shard
 
@@ -47,58 +53,25 @@ def deployment(
     storage: Storage,
 ) -> JSON:
     spec = shard.spec
-    probe_get = {"port": PORT, "scheme": "HTTPS"}
     container: JSON = {
         "name": "kcp",
         "image": spec.image_ref,
         "command": ["/kcp", "start"],
         "args": pod.args,
         "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
-        "startupProbe": {
-            "httpGet": {**probe_get, "path": "/readyz"},
-            "periodSeconds": PROBE_PERIOD_SECONDS,
-            "timeoutSeconds": PROBE_PERIOD_SECONDS,
-            "failureThreshold": STARTUP_SECONDS // PROBE_PERIOD_SECONDS,
-        },
-        "readinessProbe": {
-            "httpGet": {**probe_get, "path": "/readyz"},
-            "periodSeconds": PROBE_PERIOD_SECONDS,
-            "timeoutSeconds": PROBE_PERIOD_SECONDS,
-        },
-        "livenessProbe": {
-            "httpGet": {**probe_get, "path": "/livez"},
-            "periodSeconds": 10,
-            "failureThreshold": 6,
-        },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
+        **https_probes(PORT, PROBE_PERIOD_SECONDS, STARTUP_SECONDS),
+        "securityContext": container_security_context(),
         "volumeMounts": pod.mounts,
     }
     if spec.image.pull_policy:
         container["imagePullPolicy"] = spec.image.pull_policy
-    if spec.resources:
-        container["resources"] = spec.resources
     pod_spec: JSON = {
         "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "securityContext": {
-            "runAsNonRoot": True,
-            "runAsUser": 65532,
-            "fsGroup": 65532,
-            "seccompProfile": {"type": "RuntimeDefault"},
-        },
+        "securityContext": pod_security_context(),
         "containers": [container],
         "volumes": pod.volumes,
     }
-    if spec.node_selector:
-        pod_spec["nodeSelector"] = spec.node_selector
-    if spec.tolerations:
-        pod_spec["tolerations"] = spec.tolerations
-    if spec.affinity:
-        pod_spec["affinity"] = spec.affinity
+    placed(pod_spec, container, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = _revisions_digest(secret_names(pod_spec), revisions)

@@ -4,8 +4,9 @@ API server would make of them (offline twins for ``render``)."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
-from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.model import JSON, SpecError, field
 
 LABEL_VALUE_PATTERN = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 QUANTITY_PATTERN = (
@@ -104,3 +105,46 @@ def check_toleration(toleration: JSON, path: str) -> None:
         raise SpecError(f"{path}.value", "a toleration with operator Exists has no value")
     if not toleration.get("key") and not exists:
         raise SpecError(path, "a toleration without a key needs operator Exists")
+
+
+def resources_field() -> Any:
+    return field("resources", "Container resources.", default=None, openapi=RESOURCES_SCHEMA)
+
+
+def node_selector_field() -> Any:
+    return field(
+        "nodeSelector",
+        "Pod node selector.",
+        default_factory=dict,
+        openapi={
+            "type": "object",
+            "additionalProperties": {
+                "type": "string",
+                "maxLength": 63,
+                "pattern": LABEL_VALUE_PATTERN,
+            },
+        },
+    )
+
+
+def tolerations_field() -> Any:
+    return field(
+        "tolerations",
+        "Pod tolerations.",
+        default_factory=list,
+        openapi={"type": "array", "items": TOLERATION_SCHEMA},
+    )
+
+
+def affinity_field() -> Any:
+    return field("affinity", "Pod affinity.", default=None)
+
+
+def check_pod_fields(
+    node_selector: dict[str, str], resources: JSON | None, tolerations: list[JSON]
+) -> None:
+    """The checks of a spec's free-form pod fields; raises :class:`SpecError`."""
+    check_node_selector(node_selector)
+    check_resources(resources or {})
+    for index, toleration in enumerate(tolerations):
+        check_toleration(toleration, f"spec.tolerations[{index}]")
