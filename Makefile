@@ -106,7 +106,7 @@ run: install ## run the operator locally against $$KUBECONFIG
 
 .PHONY: generate
 generate: install ## regenerate the CRD, its chart copy, install.yaml and the render golden files
-	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev_shards.yaml
+	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev.yaml
 	$(MAKE) --no-print-directory manifests
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
 
@@ -118,7 +118,7 @@ CHART := charts/kcp-shard-operator
 
 .PHONY: manifests
 manifests: ## copy the CRD into the chart and render manifests/install.yaml from it (helm template)
-	cp manifests/crds/kcpshard.dev_shards.yaml $(CHART)/crds/kcpshard.dev_shards.yaml
+	cp manifests/crds/kcpshard.dev.yaml $(CHART)/crds/kcpshard.dev.yaml
 	hack/render-install.sh > manifests/install.yaml.tmp
 	mv manifests/install.yaml.tmp manifests/install.yaml
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 HACK = REPO / "hack"
-CRD_FILE = REPO / "manifests" / "crds" / "kcpshard.dev_shards.yaml"
+CRD_FILE = REPO / "manifests" / "crds" / "kcpshard.dev.yaml"
 CLUSTER_TOOLS = ("kubernetes", "etcd", "kwok", "helm")
 
 

@@ -15,8 +15,8 @@ CHART = REPO / "charts" / "kcp-shard-operator"
 CI_VALUES = sorted((CHART / "ci").glob("*-values.yaml"))
 INSTALL_YAML = REPO / "manifests" / "install.yaml"
 RENDER_INSTALL = REPO / "hack" / "render-install.sh"
-CRD_SOURCE = REPO / "manifests" / "crds" / "kcpshard.dev_shards.yaml"
-CRD_COPY = CHART / "crds" / "kcpshard.dev_shards.yaml"
+CRD_SOURCE = REPO / "manifests" / "crds" / "kcpshard.dev.yaml"
+CRD_COPY = CHART / "crds" / "kcpshard.dev.yaml"
 SAMPLES = REPO / "manifests" / "samples"
 
 Obj = dict[str, Any]

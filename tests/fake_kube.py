@@ -145,9 +145,11 @@ class FakeKube:
         self._call("delete", kind, name)
         self.objects.pop((kind, namespace, name), None)
 
-    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
-        self._call("status", "Shard", name)
-        old = self.objects.get(("Shard", namespace, name))
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: JSON
+    ) -> JSON:
+        self._call("status", kind, name)
+        old = self.objects.get((kind, namespace, name))
         if old is None:
             raise refused(404, "Not Found")
         return self.put({**old, "status": _merged(old.get("status"), status)})

@@ -8,7 +8,7 @@ from kcp_shard_operator.cli.crd import crd_yaml
 from kcp_shard_operator.core.spec import SPEC_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
-CRD = ROOT / "manifests" / "crds" / "kcpshard.dev_shards.yaml"
+CRD = ROOT / "manifests" / "crds" / "kcpshard.dev.yaml"
 
 
 def test_crd_file_is_generated_from_the_model() -> None:
@@ -16,7 +16,7 @@ def test_crd_file_is_generated_from_the_model() -> None:
 
 
 def test_schema_carries_rules_and_defaults() -> None:
-    crd = yaml.safe_load(crd_yaml())
+    crd = next(yaml.safe_load_all(crd_yaml()))
     version = crd["spec"]["versions"][0]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert spec["required"] == ["version"]

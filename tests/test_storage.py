@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.controller.handlers import _shards_of
+from kcp_shard_operator.controller.handlers import _owners
 from kcp_shard_operator.controller.reconcile import STORAGE_CLASSES_SECONDS
 from kcp_shard_operator.core.claim import (
     Storage,
@@ -313,23 +313,48 @@ def test_storage_classes_are_listed_once_for_many_pending_claims_then_again_late
     assert kube.calls.count(("list", "StorageClass", "")) == 2
 
 
+SHARD = ("Shard", "kcpshard.dev/v1alpha1")
+CACHE = ("CacheServer", "kcpshard.dev/v1alpha1")
+
+
 @pytest.mark.parametrize(
-    ("meta", "shards"),
+    ("meta", "owner", "names"),
     [
         (
-            {
-                "ownerReferences": [
-                    {"kind": "Shard", "apiVersion": "kcpshard.dev/v1alpha1", "name": "a"}
-                ]
-            },
+            {"ownerReferences": [{"kind": "Shard", "apiVersion": SHARD[1], "name": "a"}]},
+            SHARD,
             ["a"],
         ),
-        ({"labels": {"app.kubernetes.io/instance": "b"}}, ["b"]),
-        ({}, []),
+        ({"ownerReferences": [{"kind": "Shard", "apiVersion": SHARD[1], "name": "a"}]}, CACHE, []),
+        ({"labels": {"app.kubernetes.io/instance": "b"}}, SHARD, ["b"]),
+        ({"labels": {"app.kubernetes.io/instance": "b"}}, CACHE, []),
+        (
+            {
+                "labels": {
+                    "app.kubernetes.io/instance": "c",
+                    "app.kubernetes.io/name": "kcp-cache-server",
+                }
+            },
+            CACHE,
+            ["c"],
+        ),
+        (
+            {
+                "labels": {
+                    "app.kubernetes.io/instance": "c",
+                    "app.kubernetes.io/name": "kcp-cache-server",
+                }
+            },
+            SHARD,
+            [],
+        ),
+        ({}, SHARD, []),
     ],
 )
-def test_a_retained_claim_finds_its_shard_by_label(meta: JSON, shards: list[str]) -> None:
-    assert _shards_of(meta) == shards  # type: ignore[arg-type]
+def test_a_retained_claim_finds_its_owner_by_label(
+    meta: JSON, owner: tuple[str, str], names: list[str]
+) -> None:
+    assert _owners(meta, *owner) == names  # type: ignore[arg-type]
 
 
 def test_claim_name() -> None:

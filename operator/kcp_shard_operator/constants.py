@@ -6,6 +6,9 @@ API_VERSION = "v1alpha1"
 SHARD_API_VERSION = f"{API_GROUP}/{API_VERSION}"
 SHARD_KIND = "Shard"
 SHARD_PLURAL = "shards"
+CACHE_SERVER_API_VERSION = SHARD_API_VERSION
+CACHE_SERVER_KIND = "CacheServer"
+CACHE_SERVER_PLURAL = "cacheservers"
 FIELD_MANAGER = "kcp-shard-operator"
 NAMESPACE_TERMINATING = "because it is being terminated"
 """What the API server says when it refuses to create an object in a namespace being deleted

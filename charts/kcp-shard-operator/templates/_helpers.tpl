@@ -95,10 +95,10 @@ or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards"]
+  resources: ["shards", "cacheservers"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards/status"]
+  resources: ["shards/status", "cacheservers/status"]
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]

@@ -16,8 +16,13 @@ from typing import Any
 import yaml
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.documents import is_shard
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+)
+from kcp_shard_operator.core.documents import is_shard, load_cache_servers
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.upgradeplan import (
@@ -105,24 +110,40 @@ def _texts(paths: list[Path]) -> list[str]:
     return texts
 
 
-def _from_files(paths: list[Path], release: Version) -> tuple[list[JSON], dict[str, JSON | None]]:
+Found = tuple[list[JSON], dict[str, JSON | None], set[str]]
+"""Shards, their Deployments by ``namespace/name``, and the CacheServers that exist."""
+
+
+def _from_files(paths: list[Path], release: Version) -> Found:
     texts = _texts(paths)
-    objects = [doc for text in texts for doc in yaml.safe_load_all(text) if is_shard(doc)]
-    return as_rolled_out(objects, release)
+    docs = [doc for text in texts for doc in yaml.safe_load_all(text)]
+    objects = [doc for doc in docs if is_shard(doc)]
+    caches, _ = load_cache_servers(texts)
+    return (*as_rolled_out(objects, release), {f"{c.namespace}/{c.name}" for c in caches})
 
 
-def _from_cluster(namespaces: list[str]) -> tuple[list[JSON], dict[str, JSON | None]]:
+def _from_cluster(namespaces: list[str]) -> Found:
     kube = Kube(credentials.load())
     scopes: list[str | None] = [*namespaces] if namespaces else [None]
     objects: list[JSON] = []
     for namespace in scopes:
         objects += kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
     deployments: dict[str, JSON | None] = {}
+    caches: set[str] = set()
     for obj in objects:
         meta = obj["metadata"]
-        found = kube.get("apps/v1", "Deployment", meta["namespace"], f"{meta['name']}-kcp")
-        deployments[f"{meta['namespace']}/{meta['name']}"] = found
-    return objects, deployments
+        namespace = meta["namespace"]
+        found = kube.get("apps/v1", "Deployment", namespace, f"{meta['name']}-kcp")
+        deployments[f"{namespace}/{meta['name']}"] = found
+        ref = (((obj.get("spec") or {}).get("cache") or {}).get("serverRef") or {}).get("name")
+        key = f"{namespace}/{ref}"
+        if (
+            ref
+            and key not in caches
+            and kube.get(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace, ref) is not None
+        ):
+            caches.add(key)
+    return objects, deployments, caches
 
 
 def _cleanup(release: Version, enabled: bool) -> Cleanup:
@@ -210,9 +231,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.filename:
-            objects, deployments = _from_files(args.filename, release)
+            objects, deployments, caches = _from_files(args.filename, release)
         else:
-            objects, deployments = _from_cluster(args.namespace)
+            objects, deployments, caches = _from_cluster(args.namespace)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -227,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: no Shard found", file=sys.stderr)
         return 2
     cleanup = _cleanup(release, args.identity_cache_cleanup)
-    steps = plan_upgrade(objects, deployments, target, release, cleanup)
+    steps = plan_upgrade(objects, deployments, target, release, cleanup, caches)
     if args.output == "json":
         sys.stdout.write(json.dumps(document(steps, target, release), indent=2) + "\n")
     elif args.output == "yaml":

@@ -11,7 +11,13 @@ from typing import Any
 import yaml
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.core.documents import ShardProblem, load_shards, root_of
+from kcp_shard_operator.core.cacheserver import render_cache_server
+from kcp_shard_operator.core.documents import (
+    ShardProblem,
+    load_cache_servers,
+    load_shards,
+    root_of,
+)
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.render import render_shard
@@ -21,8 +27,9 @@ from kcp_shard_operator.core.versions import InvalidVersionError
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "render",
-        help="print the Deployment, Service and PDB of each Shard, offline",
-        description="Render Shards offline into the objects the operator applies. The "
+        help="print the objects of each Shard and CacheServer, offline",
+        description="Render Shards and CacheServers offline into the objects the operator "
+        "applies (CacheServers first, as they roll first). The "
         "Secrets the operator would issue (spec.pki) are referenced, not printed.",
     )
     parser.add_argument(
@@ -31,7 +38,7 @@ def register(commands: Any) -> None:
         action="append",
         required=True,
         type=Path,
-        help="YAML file with Shard objects (repeatable; '-' for standard input)",
+        help="YAML file with Shard and CacheServer objects (repeatable; '-' for standard input)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
@@ -72,10 +79,14 @@ def run(args: argparse.Namespace) -> int:
         release = deprecating_release(args)
         texts = [_read(path) for path in args.filename]
         shards, problems = load_shards(texts, release)
+        caches, cache_problems = load_cache_servers(texts)
     except (InvalidVersionError, OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    problems += cache_problems
     documents: list[dict[str, Any]] = []
+    for cache in caches:
+        documents.extend(render_cache_server(cache).objects)
     for shard in shards:
         try:
             root = root_of(shard, shards)

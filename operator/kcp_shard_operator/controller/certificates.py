@@ -33,6 +33,16 @@ PURPOSES = {
 
 
 @dataclass
+class Issued:
+    """What issuing did: what went wrong (reason, message), the Events to post and
+    ``status.certificates``."""
+
+    problems: list[tuple[str, str]] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    certificates: list[JSON] = field(default_factory=list)
+
+
+@dataclass
 class Issuance:
     """What the step did: the Shard with the issued references filled in, what went wrong
     (reason, message), the Events to post and ``status.certificates``."""
@@ -81,21 +91,35 @@ def _issue(
 ) -> None:
     ca_name = pki.ca_secret(installation_root)
     user_ca = installation_root.spec.pki.ca_secret_ref is not None
-    signer = _Signer(ca_name, read(ctx, "v1", "Secret", shard.namespace, ca_name))
-    if user_ca and signer.meta is None:
+    where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
+    found = issue_requests(ctx, shard.namespace, ca_name, where, requests, logger)
+    done.problems += found.problems
+    done.events += found.events
+    done.certificates = found.certificates
+
+
+def issue_requests(
+    ctx: Context,
+    namespace: str,
+    ca_name: str,
+    user_ca: str | None,
+    requests: list[pki.Request],
+    logger: Logger,
+) -> Issued:
+    """Issue or renew ``requests`` signed by the CA in Secret ``ca_name``; ``user_ca`` says
+    where the user named that CA (None: the operator issues it, as the first request)."""
+    done = Issued()
+    signer = _Signer(ca_name, read(ctx, "v1", "Secret", namespace, ca_name))
+    if user_ca is not None and signer.meta is None:
         done.problems.append(
-            (
-                INVALID_CA,
-                f"Secret {ca_name} (spec.pki.caSecretRef of Shard {installation_root.name}) "
-                "not found: nothing is issued",
-            )
+            (INVALID_CA, f"Secret {ca_name} ({user_ca}) not found: nothing is issued")
         )
-        return
+        return done
     now = ctx.wall_clock()
     issued: list[JSON] = []
     changes: list[tuple[pki.Request, renewal.Verdict, JSON]] = []
     for request in requests:
-        live = read(ctx, "v1", "Secret", shard.namespace, request.secret)
+        live = read(ctx, "v1", "Secret", namespace, request.secret)
         signed_by = None if request.purpose in pki.KEPT_FOREVER else _signer_id(signer)
         verdict = renewal.verdict(request, live, signed_by, now)
         if verdict.action is renewal.Action.CONFLICT:
@@ -122,6 +146,7 @@ def _issue(
         logger.info("%s Secret %s (%s)", PAST[verdict.action], request.secret, verdict.why)
     done.events += _events(changes)
     done.certificates = pki.certificates_status(issued)
+    return done
 
 
 def _signer_id(signer: _Signer) -> str | None:

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kcp_shard_operator.constants import SHARD_KIND
+from kcp_shard_operator.constants import CACHE_SERVER_KIND, SHARD_KIND
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reconcile import reconcile
-from kcp_shard_operator.core import pki
+from kcp_shard_operator.core import cachepki, pki
+from kcp_shard_operator.core.cacheserver import serving_secret
+from kcp_shard_operator.core.cachespec import parse_cache_server
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import parse_shard
 
@@ -43,6 +45,34 @@ def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
         filled = pki.with_issued(shard, root)
         if secret in filled.spec.secret_names or (root and secret == pki.ca_secret(root)):
             names.append(shard.name)
+    return names
+
+
+def shards_using_cache_server(ctx: Context, namespace: str, cache_server: str) -> list[str]:
+    """Shards of ``namespace`` whose spec.cache.serverRef names ``cache_server``."""
+    return [
+        item["metadata"]["name"]
+        for item in ctx.store.select(
+            SHARD_KIND,
+            namespace,
+            lambda item: (
+                (((item.get("spec") or {}).get("cache") or {}).get("serverRef") or {}).get("name")
+                == cache_server
+            ),
+        )
+    ]
+
+
+def cache_servers_using(ctx: Context, namespace: str, secret: str) -> list[str]:
+    """CacheServers of ``namespace`` that mount Secret ``secret`` or whose CA it holds."""
+    names = []
+    for body in ctx.store.select(CACHE_SERVER_KIND, namespace, lambda _: True):
+        try:
+            cache = parse_cache_server(body)
+        except SpecError:
+            continue
+        if secret in (serving_secret(cache), cachepki.ca_secret(cache)):
+            names.append(cache.name)
     return names
 
 

@@ -10,15 +10,25 @@ import kopf
 from kcp_shard_operator.constants import (
     API_GROUP,
     API_VERSION,
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    CACHE_SERVER_PLURAL,
     FIELD_MANAGER,
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
 )
+from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
 from kcp_shard_operator.controller.context import Context, Logger
-from kcp_shard_operator.controller.fanout import reconcile_referencing, reconcile_with_dependents
+from kcp_shard_operator.controller.fanout import (
+    cache_servers_using,
+    reconcile_referencing,
+    reconcile_with_dependents,
+    shards_using_cache_server,
+)
 from kcp_shard_operator.controller.reconcile import CHILD_KINDS, reconcile
-from kcp_shard_operator.core.meta import INSTANCE_LABEL
+from kcp_shard_operator.core.cacheserver import NAME as CACHE_SERVER_NAME
+from kcp_shard_operator.core.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.kube import credentials
 
@@ -67,6 +77,37 @@ def on_shard_event(
     reconcile_with_dependents(ctx, namespace, name, spec, logger)
 
 
+def on_cache_server_event(
+    *,
+    type: str,
+    body: kopf.Body,
+    meta: kopf.Meta,
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    """A pass over the CacheServer, then over each Shard naming it (which waits for it)."""
+    ctx = _context(memo)
+    _remember(ctx, CACHE_SERVER_KIND, type, body)
+    if namespace is None:
+        return
+    if type != "DELETED":
+        if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
+            return
+        reconcile_cache_server(ctx, namespace, name, logger)
+    for shard in shards_using_cache_server(ctx, namespace, name):
+        reconcile(ctx, namespace, shard, logger)
+
+
+def on_cache_server_timer(
+    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
+) -> None:
+    if namespace is not None:
+        reconcile_cache_server(_context(memo), namespace, name, logger)
+
+
 def on_shard_timer(
     *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
 ) -> None:
@@ -88,20 +129,27 @@ def on_child_event(
     _remember(ctx, str(body.get("kind", "")), type, body)
     if namespace is None:
         return
-    for shard in _shards_of(meta):
+    for cache in _owners(meta, CACHE_SERVER_KIND, CACHE_SERVER_API_VERSION):
+        reconcile_cache_server(ctx, namespace, cache, logger)
+    for shard in _owners(meta, SHARD_KIND, SHARD_API_VERSION):
         reconcile(ctx, namespace, shard, logger)
 
 
-def _shards_of(meta: kopf.Meta) -> list[str]:
-    """The Shard a child belongs to: its owner, or for a retained claim (which has no owner
-    reference, so that it outlives the Shard) the instance label."""
+def _owners(meta: kopf.Meta, kind: str, api_version: str) -> list[str]:
+    """The objects of ``kind`` a child belongs to: its owner, or for a retained claim (which
+    has no owner reference, so that it outlives its owner) the instance label, where the
+    name label says the kind."""
     owners = [
         owner["name"]
         for owner in meta.get("ownerReferences") or []
-        if owner.get("kind") == SHARD_KIND and owner.get("apiVersion") == SHARD_API_VERSION
+        if owner.get("kind") == kind and owner.get("apiVersion") == api_version
     ]
-    instance = (meta.get("labels") or {}).get(INSTANCE_LABEL)
-    return owners or ([instance] if instance else [])
+    if owners or meta.get("ownerReferences"):
+        return owners
+    labels = meta.get("labels") or {}
+    instance = labels.get(INSTANCE_LABEL)
+    is_cache = labels.get(NAME_LABEL) == CACHE_SERVER_NAME
+    return [instance] if instance and is_cache == (kind == CACHE_SERVER_KIND) else []
 
 
 def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
@@ -128,6 +176,8 @@ def on_secret_event(
     _remember(ctx, "Secret", type, body)
     if type not in ("ADDED", "MODIFIED", "DELETED") or namespace is None:
         return
+    for cache in cache_servers_using(ctx, namespace, name):
+        reconcile_cache_server(ctx, namespace, cache, logger)
     reconcile_referencing(ctx, namespace, name, logger)
 
 
@@ -173,6 +223,17 @@ def register(registry: kopf.OperatorRegistry) -> None:
         registry=registry,
     )
     timer(on_shard_timer)
+    caches = kopf.on.event(API_GROUP, API_VERSION, CACHE_SERVER_PLURAL, registry=registry)
+    caches(on_cache_server_event)
+    cache_timer = kopf.timer(
+        API_GROUP,
+        API_VERSION,
+        CACHE_SERVER_PLURAL,
+        interval=RESYNC_SECONDS,
+        initial_delay=RESYNC_SECONDS,
+        registry=registry,
+    )
+    cache_timer(on_cache_server_timer)
     managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
     for api_version, _, plural in CHILD_KINDS:
         watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TypeVar
 
-from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.context import KubeAPI
 from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.core.model import JSON
@@ -56,11 +55,13 @@ class MeteredKube:
     def storage_classes(self) -> dict[str, JSON]:
         return self._read("StorageClass", self._kube.storage_classes)
 
-    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: JSON
+    ) -> JSON:
         return self._write(
-            SHARD_KIND,
+            kind,
             "patch-status",
-            lambda: self._kube.patch_shard_status(namespace, name, status),
+            lambda: self._kube.patch_status(api_version, kind, namespace, name, status),
         )
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+)
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
+from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
 from kcp_shard_operator.core.meta import selector_labels
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.spec import Shard, parse_shard
@@ -38,6 +44,23 @@ def root_of(ctx: Context, shard: Shard) -> Shard | None:
         return None
     try:
         return parse_shard(obj, ctx.settings.deprecating_release)
+    except SpecError:
+        return None
+
+
+def read_cache_server(ctx: Context, namespace: str, name: str) -> JSON | None:
+    return read(ctx, CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace, name)
+
+
+def cache_server_of(ctx: Context, shard: Shard) -> CacheServer | None:
+    """The CacheServer ``shard`` names (spec.cache.serverRef); None when it names none, or
+    the one it names is missing or invalid."""
+    ref = shard.spec.cache.server_ref
+    obj = None if ref is None else read_cache_server(ctx, shard.namespace, ref.name)
+    if obj is None:
+        return None
+    try:
+        return parse_cache_server(obj)
     except SpecError:
         return None
 

@@ -10,7 +10,7 @@ from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
-from kcp_shard_operator.controller.reads import pods, read, read_shard, root_of
+from kcp_shard_operator.controller.reads import cache_server_of, pods, read, read_shard, root_of
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
@@ -159,7 +159,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     for issued in issuance.events:
         ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
-    decision = plan(shard, root, observed, release, revisions, classes, keys)
+    cache = cache_server_of(ctx, shard)
+    decision = plan(shard, root, observed, release, revisions, classes, keys, cache)
     failures: list[str] = []
     for child in decision.apply:
         kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
@@ -195,6 +196,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         error=decision.error,
         error_reason=decision.error_reason,
         waiting=decision.waiting,
+        waiting_reason=decision.waiting_reason,
         dropped_args=decision.dropped_args,
         unused_refs=decision.unused_refs,
         apply_errors=failures,

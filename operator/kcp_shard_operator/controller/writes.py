@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kcp_shard_operator.constants import FIELD_MANAGER, SHARD_KIND
+from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.census import rollout_seconds
 from kcp_shard_operator.core.model import JSON
@@ -114,7 +114,10 @@ def write_status(ctx: Context, obj: JSON, status: JSON, revision: str | None = N
     if before == status:
         return
     meta = obj["metadata"]
-    ctx.store.put(SHARD_KIND, ctx.kube.patch_shard_status(meta["namespace"], meta["name"], status))
+    written = ctx.kube.patch_status(
+        obj["apiVersion"], obj["kind"], meta["namespace"], meta["name"], status
+    )
+    ctx.store.put(obj["kind"], written)
     uid = str(meta.get("uid", ""))
     for event in events_between(before, status):
         if event.reason == ROLLED_OUT and revision is not None:
@@ -130,5 +133,11 @@ def _observe_rollout(ctx: Context, obj: JSON, before: JSON | None) -> None:
     """The finished rollout's duration, measured from its start in the status before."""
     took = rollout_seconds(before, ctx.epoch_clock())
     if took is not None:
-        role = "non-root" if (obj.get("spec") or {}).get("rootShardRef") else "root"
+        role = (
+            "cache-server"
+            if obj.get("kind") == CACHE_SERVER_KIND
+            else "non-root"
+            if (obj.get("spec") or {}).get("rootShardRef")
+            else "root"
+        )
         ctx.metrics.rollout_seconds.labels(role).observe(took)

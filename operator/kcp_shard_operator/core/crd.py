@@ -1,12 +1,18 @@
-"""The Shard CustomResourceDefinition, generated from the spec model."""
+"""The CustomResourceDefinitions of the operator's kinds, generated from the spec models."""
 
 from __future__ import annotations
 
-from kcp_shard_operator.constants import API_GROUP, API_VERSION, SHARD_KIND, SHARD_PLURAL
+from kcp_shard_operator.constants import (
+    API_GROUP,
+    API_VERSION,
+    CACHE_SERVER_KIND,
+    CACHE_SERVER_PLURAL,
+    SHARD_KIND,
+    SHARD_PLURAL,
+)
+from kcp_shard_operator.core import cachespec
 from kcp_shard_operator.core.model import JSON, object_schema
 from kcp_shard_operator.core.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
-
-CRD_FILE = f"{API_GROUP}_{SHARD_PLURAL}.yaml"
 
 
 def _condition_schema() -> JSON:
@@ -22,6 +28,89 @@ def _condition_schema() -> JSON:
             "observedGeneration": {"type": "integer", "format": "int64"},
             "lastTransitionTime": {"type": "string", "format": "date-time"},
         },
+    }
+
+
+def _column(name: str, path: str, type_: str = "string") -> JSON:
+    return {"name": name, "type": type_, "jsonPath": path}
+
+
+def _ready_column() -> JSON:
+    return _column("Ready", '.status.conditions[?(@.type=="Ready")].status')
+
+
+def _conditions_schema() -> JSON:
+    return {
+        "type": "array",
+        "items": _condition_schema(),
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    description: str,
+    spec: JSON,
+    status: JSON,
+    columns: list[JSON],
+    name_rule: JSON,
+) -> JSON:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{API_GROUP}",
+            "labels": {"app.kubernetes.io/name": "kcp-shard-operator"},
+        },
+        "spec": {
+            "group": API_GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "categories": ["kcp"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        *columns,
+                        _column("Age", ".metadata.creationTimestamp", "date"),
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "x-kubernetes-validations": [name_rule],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _name_rule(max_length: int, service: str) -> JSON:
+    return {
+        "rule": f"size(self.metadata.name) <= {max_length} && "
+        f"self.metadata.name.matches('{NAME_PATTERN}')",
+        "message": f"metadata.name must be a DNS-1035 label of at most {max_length} "
+        f"characters: the {service}",
     }
 
 
@@ -55,83 +144,79 @@ def status_schema() -> JSON:
                     },
                 },
             },
-            "conditions": {
-                "type": "array",
-                "items": _condition_schema(),
-                "x-kubernetes-list-type": "map",
-                "x-kubernetes-list-map-keys": ["type"],
-            },
+            "conditions": _conditions_schema(),
         },
     }
 
 
 def shard_crd() -> JSON:
-    spec_schema = object_schema(ShardSpec)
-    spec_schema["x-kubernetes-validations"] = [rule.as_schema() for rule in SPEC_RULES]
+    spec = object_schema(ShardSpec)
+    spec["x-kubernetes-validations"] = [rule.as_schema() for rule in SPEC_RULES]
+    columns = [
+        _column("Root", ".spec.rootShardRef.name"),
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Verified", '.status.conditions[?(@.type=="DataVerified")].status'),
+        _column("Phase", ".status.phase"),
+    ]
+    return _crd(
+        SHARD_KIND,
+        SHARD_PLURAL,
+        "A kcp shard run by kcp-shard-operator.",
+        spec,
+        status_schema(),
+        columns,
+        _name_rule(MAX_NAME_LENGTH, "Shard's Service is <name>-kcp"),
+    )
+
+
+def cache_server_status_schema() -> JSON:
     return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {
-            "name": f"{SHARD_PLURAL}.{API_GROUP}",
-            "labels": {"app.kubernetes.io/name": "kcp-shard-operator"},
-        },
-        "spec": {
-            "group": API_GROUP,
-            "names": {
-                "kind": SHARD_KIND,
-                "listKind": f"{SHARD_KIND}List",
-                "plural": SHARD_PLURAL,
-                "singular": "shard",
-                "categories": ["kcp"],
+        "type": "object",
+        "description": "Observed state of the cache server, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version of the cache server that is rolled out and Ready.",
             },
-            "scope": "Namespaced",
-            "versions": [
-                {
-                    "name": API_VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": [
-                        {"name": "Root", "type": "string", "jsonPath": ".spec.rootShardRef.name"},
-                        {"name": "Desired", "type": "string", "jsonPath": ".spec.version"},
-                        {"name": "Running", "type": "string", "jsonPath": ".status.version"},
-                        {
-                            "name": "Ready",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="Ready")].status',
-                        },
-                        {
-                            "name": "Verified",
-                            "type": "string",
-                            "jsonPath": '.status.conditions[?(@.type=="DataVerified")].status',
-                        },
-                        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
-                        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
-                    ],
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "A kcp shard run by kcp-shard-operator.",
-                            "required": ["spec"],
-                            "x-kubernetes-validations": [
-                                {
-                                    "rule": f"size(self.metadata.name) <= {MAX_NAME_LENGTH} && "
-                                    f"self.metadata.name.matches('{NAME_PATTERN}')",
-                                    "message": f"metadata.name must be a DNS-1035 label of at "
-                                    f"most {MAX_NAME_LENGTH} characters: the Shard's Service "
-                                    "is <name>-kcp",
-                                }
-                            ],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": status_schema(),
-                            },
-                        }
-                    },
-                }
-            ],
+            "phase": {"type": "string"},
+            "url": {
+                "type": "string",
+                "description": "Where the shards reach the cache server (its Service).",
+            },
+            "kubeconfigSecret": {
+                "type": "string",
+                "description": "The issued kubeconfig the shards naming it mount.",
+            },
+            "certificates": status_schema()["properties"]["certificates"],
+            "conditions": _conditions_schema(),
         },
     }
+
+
+def cache_server_crd() -> JSON:
+    spec = object_schema(cachespec.CacheServerSpec)
+    spec["x-kubernetes-validations"] = [
+        {"rule": rule, "message": message} for rule, message, _ in cachespec.RULES
+    ]
+    columns = [
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Phase", ".status.phase"),
+    ]
+    return _crd(
+        CACHE_SERVER_KIND,
+        CACHE_SERVER_PLURAL,
+        "A kcp cache server run by kcp-shard-operator.",
+        spec,
+        cache_server_status_schema(),
+        columns,
+        _name_rule(cachespec.MAX_NAME_LENGTH, "CacheServer's Service is <name>-cache"),
+    )
+
+
+def crds() -> list[JSON]:
+    return [shard_crd(), cache_server_crd()]

@@ -1,4 +1,4 @@
-"""Reading Shard objects out of multi-document YAML (pure)."""
+"""Reading Shard and CacheServer objects out of multi-document YAML (pure)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from typing import Any
 
 import yaml
 
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+)
+from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.versions import Version
@@ -20,9 +26,10 @@ class ShardProblem:
 
     label: str
     problem: str
+    kind: str = SHARD_KIND
 
     def __str__(self) -> str:
-        return f"Shard {self.label}: {self.problem}"
+        return f"{self.kind} {self.label}: {self.problem}"
 
 
 def _label(doc: Any) -> str:
@@ -55,6 +62,24 @@ def load_shards(
             except SpecError as err:
                 problems.append(ShardProblem(_label(doc), str(err)))
     return shards, problems
+
+
+def load_cache_servers(texts: Iterable[str]) -> tuple[list[CacheServer], list[ShardProblem]]:
+    """Every CacheServer in ``texts`` (other kinds are ignored), and the invalid ones."""
+    found: list[CacheServer] = []
+    problems: list[ShardProblem] = []
+    for text in texts:
+        for doc in yaml.safe_load_all(text):
+            if not isinstance(doc, dict) or (doc.get("kind"), doc.get("apiVersion")) != (
+                CACHE_SERVER_KIND,
+                CACHE_SERVER_API_VERSION,
+            ):
+                continue
+            try:
+                found.append(parse_cache_server(doc))
+            except SpecError as err:
+                problems.append(ShardProblem(_label(doc), str(err), CACHE_SERVER_KIND))
+    return found, problems
 
 
 def root_of(shard: Shard, shards: Iterable[Shard]) -> Shard | None:

@@ -170,7 +170,7 @@ def kcp_flags(
             "/etc/kcp/external-logical-cluster-admin",
         )
         args.append(f"--external-logical-cluster-admin-kubeconfig={path}")
-    cache_ref = spec.cache.kubeconfig_secret_ref
+    cache_ref = spec.cache.kubeconfig_ref
     if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
         path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
         args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")

@@ -15,6 +15,7 @@ HASH_ANNOTATION = f"{API_GROUP}/config-hash"
 SECRETS_ANNOTATION = f"{API_GROUP}/secret-revisions"
 ROOT_SHARD_LABEL = f"{API_GROUP}/root-shard"
 INSTANCE_LABEL = "app.kubernetes.io/instance"
+NAME_LABEL = "app.kubernetes.io/name"
 
 
 def child_name(shard: Shard) -> str:

@@ -25,7 +25,14 @@ import json
 from dataclasses import dataclass, replace
 from enum import Enum
 
-from kcp_shard_operator.constants import API_GROUP, FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.constants import (
+    API_GROUP,
+    CACHE_SERVER_KIND,
+    FIELD_MANAGER,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+)
+from kcp_shard_operator.core import cacheserver
 from kcp_shard_operator.core.deployment import secret_names
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
@@ -56,6 +63,8 @@ SHARD_BASE_CONTEXT = "shard-base"
 CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 """The generated CA lives ten years and is not renewed by the operator (see the README)."""
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+OWNER_NAME_LABELS = {CACHE_SERVER_KIND: cacheserver.NAME}
+"""``app.kubernetes.io/name`` of the Secrets issued for other kinds than Shards."""
 
 
 class Purpose(Enum):
@@ -74,12 +83,27 @@ the old one signed (see the README on rotating them)."""
 
 
 @dataclass(frozen=True)
+class Owner:
+    """The object an issued Secret belongs to (its owner reference)."""
+
+    api_version: str
+    kind: str
+    name: str
+    namespace: str
+    uid: str = ""
+
+    @classmethod
+    def of(cls, shard: Shard) -> Owner:
+        return cls(SHARD_API_VERSION, SHARD_KIND, shard.name, shard.namespace, shard.uid)
+
+
+@dataclass(frozen=True)
 class Request:
     """One Secret to issue: what it holds, who owns it and how long its certificate lives."""
 
     secret: str
     purpose: Purpose
-    owner: Shard
+    owner: Owner
     common_name: str
     organization: str | None = None
     dns_names: tuple[str, ...] = ()
@@ -191,7 +215,7 @@ def _serving(shard: Shard) -> Request:
     return Request(
         secret=serving_secret(shard),
         purpose=Purpose.SERVING,
-        owner=shard,
+        owner=Owner.of(shard),
         common_name=service,
         dns_names=tuple(dict.fromkeys(hosts)),
         ip_addresses=tuple(dict.fromkeys(ips)),
@@ -212,7 +236,7 @@ def _kubeconfig(
     return Request(
         secret=secret,
         purpose=Purpose.KUBECONFIG,
-        owner=owner,
+        owner=Owner.of(owner),
         common_name=user[0],
         organization=user[1],
         server=server,
@@ -280,7 +304,7 @@ def not_issued(shard: Shard, root: Shard | None, deprecating_release: Version) -
         else f"the root Shard {root.name} serves the user's certificate or trusts the user's CA"
     )
     missing = []
-    if spec.cache.kubeconfig_secret_ref is None:
+    if spec.cache.kubeconfig_ref is None:
         missing.append("spec.cache.kubeconfigSecretRef")
     if spec.root_shard_kubeconfig_secret_ref is None and needs_root_kubeconfig(
         shard, deprecating_release
@@ -311,9 +335,11 @@ def requests(
     spec = shard.spec
     found: list[Request] = []
     if issuing.spec.pki.ca_secret_ref is None:
-        found.append(Request(names.ca, Purpose.CA, issuing, f"{names.root} kcp CA"))
+        found.append(Request(names.ca, Purpose.CA, Owner.of(issuing), f"{names.root} kcp CA"))
     if spec.tls.client_ca_secret_ref is None:
-        found.append(Request(names.client_ca, Purpose.CLIENT_CA, issuing, "client CA bundle"))
+        found.append(
+            Request(names.client_ca, Purpose.CLIENT_CA, Owner.of(issuing), "client CA bundle")
+        )
     if spec.tls.serving_cert_secret_ref is None:
         found.append(_serving(shard))
     if service_account_key and spec.tls.service_account_key_secret_ref is None:
@@ -321,7 +347,7 @@ def requests(
             Request(
                 names.service_account_key,
                 Purpose.SERVICE_ACCOUNT_KEY,
-                issuing,
+                Owner.of(issuing),
                 "service-account signing key",
             )
         )
@@ -331,7 +357,7 @@ def requests(
         if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
             found.append(_logical_cluster_admin(shard))
     if not spec.is_root and issues_client_certificates(issuing):
-        if spec.cache.kubeconfig_secret_ref is None:
+        if spec.cache.kubeconfig_ref is None:
             found.append(
                 _kubeconfig(
                     names.cache_kubeconfig,
@@ -382,7 +408,9 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
                 external_url=spec.external_url or base_url(shard),
             )
     if not spec.is_root and issues_client_certificates(issuing):
-        cache = spec.cache.kubeconfig_secret_ref or SecretKeyRef(names.cache_kubeconfig)
+        cache = spec.cache.kubeconfig_secret_ref
+        if spec.cache.server_ref is None and cache is None:
+            cache = SecretKeyRef(names.cache_kubeconfig)
         root_admin = issuing.spec.admin_kubeconfig_secret_ref or SecretKeyRef(
             admin_kubeconfig_secret(issuing)
         )
@@ -433,7 +461,7 @@ def secret_object(
     signer: str | None,
     not_after: datetime.datetime | None,
 ) -> JSON:
-    """The issued Secret holding ``data`` (encoded here), owned by the request's Shard."""
+    """The issued Secret holding ``data`` (encoded here), owned by the request's owner."""
     owner = request.owner
     annotations = {REQUEST_ANNOTATION: request.digest}
     if not_after is not None:
@@ -444,7 +472,7 @@ def secret_object(
         "name": request.secret,
         "namespace": owner.namespace,
         "labels": {
-            "app.kubernetes.io/name": "kcp",
+            "app.kubernetes.io/name": OWNER_NAME_LABELS.get(owner.kind, "kcp"),
             "app.kubernetes.io/instance": owner.name,
             "app.kubernetes.io/part-of": "kcp",
             "app.kubernetes.io/managed-by": FIELD_MANAGER,
@@ -455,8 +483,8 @@ def secret_object(
     if owner.uid:
         meta["ownerReferences"] = [
             {
-                "apiVersion": SHARD_API_VERSION,
-                "kind": SHARD_KIND,
+                "apiVersion": owner.api_version,
+                "kind": owner.kind,
                 "name": owner.name,
                 "uid": owner.uid,
             }

@@ -8,6 +8,7 @@ from enum import Enum
 from typing import Any
 
 from kcp_shard_operator.constants import FIELD_MANAGER
+from kcp_shard_operator.core.cachespec import CacheServer
 from kcp_shard_operator.core.claim import (
     Storage,
     data_volume,
@@ -24,11 +25,18 @@ from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.secretkeys import missing_keys
 from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.status import deployed_version
+from kcp_shard_operator.core.status import (
+    READY,
+    WAITING_FOR_CACHE_SERVER,
+    WAITING_FOR_ROOT_SHARD,
+    condition,
+    deployed_version,
+)
 from kcp_shard_operator.core.versions import Version, parse_or_none
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
+CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Plan:
     apply: list[JSON] = field(default_factory=list)
     delete_pdb: bool = False
     waiting: str | None = None
+    waiting_reason: str = WAITING_FOR_ROOT_SHARD
     error: str | None = None
     error_reason: str = "InvalidSpec"
     dropped_args: list[str] = field(default_factory=list)
@@ -60,6 +69,29 @@ def waiting_for_root(shard: Shard, root: Shard, deployment: JSON | None) -> str 
         f"root shard {root.name} runs kcp {running or '(not rolled out yet)'}; "
         f"kcp {shard.spec.version} waits until the root shard has rolled out "
         f"{shard.spec.version} or newer"
+    )
+
+
+def cache_server_rolled_out(cache: CacheServer) -> bool:
+    """Whether ``cache`` is Ready at the version its spec asks for (rolled out, serving)."""
+    ready = condition(cache.status, READY) or {}
+    return ready.get("status") == "True" and (cache.status or {}).get("version") == (
+        cache.spec.version
+    )
+
+
+def waiting_for_cache_server(
+    shard: Shard, cache: CacheServer, deployment: JSON | None
+) -> str | None:
+    """Why ``shard`` must not start, or roll to its spec version, yet: the CacheServer it
+    names is not Ready or still rolling out (the cache server is upgraded first)."""
+    if deployed_version(deployment) == shard.spec.version or cache_server_rolled_out(cache):
+        return None
+    running = (cache.status or {}).get("version") or "(not rolled out yet)"
+    what = "starts" if deployment is None else f"rolls to kcp {shard.spec.version}"
+    return (
+        f"CacheServer {cache.name} runs kcp {running} and is not Ready at kcp "
+        f"{cache.spec.version}; the shard {what} once it is"
     )
 
 
@@ -92,14 +124,23 @@ def plan(
     secret_revisions: Mapping[str, str] | None = None,
     storage_classes: dict[str, JSON] | None = None,
     secret_keys: Mapping[str, Collection[str]] | None = None,
+    cache: CacheServer | None = None,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
     ``storage_classes`` are the cluster's StorageClasses by name (None: not known);
-    ``secret_keys`` the names of the keys of the Secrets that exist."""
+    ``secret_keys`` the names of the keys of the Secrets that exist; ``cache`` the
+    CacheServer of ``spec.cache.serverRef`` (None: not found)."""
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
     if not shard.spec.is_root and root is None:
         return _without_root(shard, deprecating_release, secret_revisions, on_empty_dir)
+    server_ref = shard.spec.cache.server_ref
+    if server_ref is not None and cache is None:
+        return Plan(
+            error=f"CacheServer {server_ref.name!r} (spec.cache.serverRef) not found in "
+            f"{shard.namespace}",
+            error_reason=CACHE_SERVER_NOT_FOUND,
+        )
     try:
         rendered = render_shard(
             shard, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
@@ -107,12 +148,17 @@ def plan(
     except SpecError as err:
         return Plan(error=str(err))
     refusal = refused_downgrade(shard, deployment)
-    waiting = None
-    if refusal is None and root is not None:
-        waiting = waiting_for_root(shard, root, deployment)
+    waiting, waiting_reason = None, WAITING_FOR_ROOT_SHARD
+    if refusal is None and cache is not None:
+        waiting = waiting_for_cache_server(shard, cache, deployment)
+        waiting_reason = WAITING_FOR_CACHE_SERVER
+    if refusal is None and waiting is None and root is not None:
+        waiting, waiting_reason = waiting_for_root(shard, root, deployment), WAITING_FOR_ROOT_SHARD
     held_back = refusal is not None or waiting is not None
     verdict = (
-        Plan(error=refusal, error_reason=DOWNGRADE_REFUSED) if refusal else Plan(waiting=waiting)
+        Plan(error=refusal, error_reason=DOWNGRADE_REFUSED)
+        if refusal
+        else Plan(waiting=waiting, waiting_reason=waiting_reason)
     )
     if held_back:
         held = held_at_running_version(shard, deployment)

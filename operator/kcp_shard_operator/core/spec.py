@@ -16,12 +16,11 @@ from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
 from kcp_shard_operator.core.pkispec import URL_PATTERN, PKISpec, check_pki, url_host
 from kcp_shard_operator.core.podfields import (
-    LABEL_VALUE_PATTERN,
-    RESOURCES_SCHEMA,
-    TOLERATION_SCHEMA,
-    check_node_selector,
-    check_resources,
-    check_toleration,
+    affinity_field,
+    check_pod_fields,
+    node_selector_field,
+    resources_field,
+    tolerations_field,
 )
 from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
@@ -149,10 +148,30 @@ class CacheSpec:
 
     kubeconfig_secret_ref: SecretKeyRef | None = field(
         "kubeconfigSecretRef",
-        "Kubeconfig of the cache server, passed as --cache-kubeconfig. "
-        "Required on non-root shards.",
+        "Kubeconfig of the cache server, passed as --cache-kubeconfig. Unset on a non-root "
+        "shard: the root shard's embedded cache (issued, spec.pki) or spec.cache.serverRef.",
         default=None,
     )
+    server_ref: LocalObjectRef | None = field(
+        "serverRef",
+        "CacheServer (same namespace) the shard uses instead of the root shard's embedded "
+        "cache; on the root shard too. The shard mounts its issued kubeconfig "
+        "(<name>-cache-kubeconfig), starts only once it is Ready and rolls to a new kcp "
+        "version only after it has rolled out.",
+        default=None,
+    )
+
+    @property
+    def kubeconfig_ref(self) -> SecretKeyRef | None:
+        """The kubeconfig the shard mounts: the named one, or its CacheServer's."""
+        if self.server_ref is not None:
+            return SecretKeyRef(cache_kubeconfig_secret(self.server_ref.name))
+        return self.kubeconfig_secret_ref
+
+
+def cache_kubeconfig_secret(cache_server: str) -> str:
+    """The kubeconfig issued for CacheServer ``cache_server``, which the shards naming it mount."""
+    return f"{cache_server}-cache-kubeconfig"
 
 
 @dataclass(frozen=True)
@@ -286,29 +305,10 @@ class ShardSpec:
         openapi={"type": "array", "items": {"type": "string", "maxLength": MAX_ARG_LENGTH}},
         maxItems=MAX_EXTRA_ARGS,
     )
-    resources: JSON | None = field(
-        "resources", "Container resources.", default=None, openapi=RESOURCES_SCHEMA
-    )
-    node_selector: dict[str, str] = field(
-        "nodeSelector",
-        "Pod node selector.",
-        default_factory=dict,
-        openapi={
-            "type": "object",
-            "additionalProperties": {
-                "type": "string",
-                "maxLength": 63,
-                "pattern": LABEL_VALUE_PATTERN,
-            },
-        },
-    )
-    tolerations: list[JSON] = field(
-        "tolerations",
-        "Pod tolerations.",
-        default_factory=list,
-        openapi={"type": "array", "items": TOLERATION_SCHEMA},
-    )
-    affinity: JSON | None = field("affinity", "Pod affinity.", default=None)
+    resources: JSON | None = resources_field()
+    node_selector: dict[str, str] = node_selector_field()
+    tolerations: list[JSON] = tolerations_field()
+    affinity: JSON | None = affinity_field()
 
     @property
     def is_root(self) -> bool:
@@ -335,7 +335,7 @@ class ShardSpec:
         """
         refs = (
             self.etcd.tls_secret_ref,
-            self.cache.kubeconfig_secret_ref,
+            self.cache.kubeconfig_ref,
             self.root_shard_kubeconfig_secret_ref,
             self.logical_cluster_admin_kubeconfig_secret_ref,
             self.external_logical_cluster_admin_kubeconfig_secret_ref,
@@ -376,12 +376,27 @@ class Shard:
 
 SPEC_RULES = (
     Rule(
-        cel="!has(self.rootShardRef) || (has(self.cache) && has(self.cache.kubeconfigSecretRef))"
-        " || !has(self.pki) || !has(self.pki.issue) || self.pki.issue",
+        cel="!has(self.rootShardRef) || (has(self.cache) && (has(self.cache.kubeconfigSecretRef)"
+        " || has(self.cache.serverRef))) || !has(self.pki) || !has(self.pki.issue)"
+        " || self.pki.issue",
         message="non-root shards (spec.rootShardRef set) with spec.pki.issue false need "
-        "spec.cache.kubeconfigSecretRef: kcp refuses to start without --cache-kubeconfig",
+        "spec.cache.kubeconfigSecretRef or spec.cache.serverRef: kcp refuses to start "
+        "without --cache-kubeconfig",
         holds=lambda spec: (
-            spec.is_root or spec.cache.kubeconfig_secret_ref is not None or spec.pki.issue
+            spec.is_root
+            or spec.cache.kubeconfig_secret_ref is not None
+            or spec.cache.server_ref is not None
+            or spec.pki.issue
+        ),
+    ),
+    Rule(
+        cel="!has(self.cache) || !has(self.cache.serverRef)"
+        " || !has(self.cache.kubeconfigSecretRef)",
+        message="spec.cache.serverRef and spec.cache.kubeconfigSecretRef are both set: the "
+        "shard reaches one cache server, through the CacheServer's issued kubeconfig or "
+        "through the named one",
+        holds=lambda spec: (
+            spec.cache.server_ref is None or spec.cache.kubeconfig_secret_ref is None
         ),
     ),
     Rule(
@@ -428,15 +443,7 @@ SPEC_RULES = (
 
 def validate(spec: ShardSpec, deprecating_release: Version) -> None:
     """Rules beyond the schema's types; raises :class:`SpecError`."""
-    try:
-        version = spec.kcp_version
-    except InvalidVersionError as err:
-        raise SpecError("spec.version", str(err)) from err
-    if version < MINIMUM_KCP_VERSION:
-        raise SpecError(
-            "spec.version",
-            f"kcp {version} is older than the oldest supported {MINIMUM_KCP_VERSION}",
-        )
+    version = checked_version(spec.version)
     for rule in SPEC_RULES:
         if rule.holds is not None and not rule.holds(spec):
             raise SpecError("spec", rule.message)
@@ -461,15 +468,30 @@ def _check_free_form(spec: ShardSpec) -> None:
             raise SpecError(
                 f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
             )
-    check_node_selector(spec.node_selector)
-    check_resources(spec.resources or {})
-    for index, toleration in enumerate(spec.tolerations):
-        check_toleration(toleration, f"spec.tolerations[{index}]")
-    if spec.storage is not None:
-        size = quantity(spec.storage.size)
+    check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
+    check_storage(spec.storage)
+
+
+def checked_version(text: str) -> Version:
+    """``spec.version`` parsed, and no older than the oldest supported kcp."""
+    try:
+        version = Version.parse(text)
+    except InvalidVersionError as err:
+        raise SpecError("spec.version", str(err)) from err
+    if version < MINIMUM_KCP_VERSION:
+        raise SpecError(
+            "spec.version",
+            f"kcp {version} is older than the oldest supported {MINIMUM_KCP_VERSION}",
+        )
+    return version
+
+
+def check_storage(storage: StorageSpec | None) -> None:
+    if storage is not None:
+        size = quantity(storage.size)
         if size is None or size <= 0:
             raise SpecError(
-                "spec.storage.size", f"{spec.storage.size!r} is not a positive quantity (e.g. 10Gi)"
+                "spec.storage.size", f"{storage.size!r} is not a positive quantity (e.g. 10Gi)"
             )
 
 

@@ -19,6 +19,9 @@ DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
 IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
 DATA_DURABLE = "DataDurable"
 ROLLED_OUT = "RolledOut"
+WAITING_FOR_ROOT_SHARD = "WaitingForRootShard"
+WAITING_FOR_CACHE_SERVER = "WaitingForCacheServer"
+WAITING_REASONS = (WAITING_FOR_ROOT_SHARD, WAITING_FOR_CACHE_SERVER)
 
 
 @dataclass(frozen=True)
@@ -38,6 +41,7 @@ class Observation:
     error: str | None = None
     error_reason: str = "InvalidSpec"
     waiting: str | None = None
+    waiting_reason: str = WAITING_FOR_ROOT_SHARD
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
     extra_conditions: list[Condition] = field(default_factory=list)
@@ -201,7 +205,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     if seen.error:
         progressing = Condition(PROGRESSING, False, seen.error_reason, seen.error)
     elif seen.waiting:
-        progressing = Condition(PROGRESSING, False, "WaitingForRootShard", seen.waiting)
+        progressing = Condition(PROGRESSING, False, seen.waiting_reason, seen.waiting)
     elif complete and running == shard.spec.version:
         progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
     else:
@@ -231,7 +235,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
         # A Shard that cannot work says so in `kubectl get shards`, whatever the reason.
         phase = DEGRADED
     elif seen.waiting:
-        phase = "WaitingForRootShard"
+        phase = seen.waiting_reason
     elif complete and running == shard.spec.version:
         phase = "Ready"
     elif deployment is None:
@@ -371,7 +375,7 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
         ):
             continue
         interesting = new["status"] == "True" or new["reason"] in (
-            "WaitingForRootShard",
+            *WAITING_REASONS,
             *REFUSED_OR_UNREACHABLE,
         )
         if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
@@ -386,7 +390,9 @@ def events_between(before: JSON | None, after: JSON) -> list[Event]:
     return events
 
 
-def change_event(kind: str, name: str, cause: str, generation: int) -> Event | None:
+def change_event(
+    kind: str, name: str, cause: str, generation: int, owner: str = "Shard"
+) -> Event | None:
     """The Event for writing a child: a hand edit put back, or the spec rolled into it."""
     if cause == "Drift":
         return Event(
@@ -398,7 +404,7 @@ def change_event(kind: str, name: str, cause: str, generation: int) -> Event | N
         return Event(
             "Normal",
             "Configured",
-            f"{kind} {name} updated to the Shard's spec (generation {generation})",
+            f"{kind} {name} updated to the {owner}'s spec (generation {generation})",
         )
     return None
 

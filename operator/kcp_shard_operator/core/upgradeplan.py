@@ -11,9 +11,10 @@ after the last wave would wait for ever.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from kcp_shard_operator.core.cachespec import CacheServer, CacheServerSpec
 from kcp_shard_operator.core.flags import flag_name
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.pki import takes_service_account_key, with_issued
@@ -180,10 +181,13 @@ def plan_upgrade(
     target: str | None,
     release: Version,
     cleanup: Cleanup,
+    cache_servers: Collection[str] = (),
 ) -> list[Step]:
     """The steps of setting every Shard in ``objects`` to ``target`` (None: their specs as
     they are), in the order the operator rolls them; ``deployments`` maps
-    ``namespace/name`` of a Shard to its live Deployment (missing: none)."""
+    ``namespace/name`` of a Shard to its live Deployment (missing: none);
+    ``cache_servers`` are the ``namespace/name`` of the CacheServers that exist, each taken
+    as rolled out first (the operator rolls a Shard only after its CacheServer)."""
     states = {
         _key(obj): _State(
             _targeted(obj, target),
@@ -198,7 +202,7 @@ def plan_upgrade(
     wave = 0
     while True:
         wave += 1
-        rolled = _wave(states, before, wave, release, cleanup)
+        rolled = _wave(states, before, wave, release, cleanup, cache_servers)
         if not rolled:
             break
     for key, state in states.items():
@@ -206,6 +210,18 @@ def plan_upgrade(
             state.step = _waiting_for_ever(state, before[key], cleanup)
     steps = [state.step for state in states.values() if state.step is not None]
     return sorted(steps, key=lambda s: (s.wave or 10**6, not s.root, s.namespace, s.name))
+
+
+def _cache_rolled_out_first(shard: Shard, cache_servers: Collection[str]) -> CacheServer | None:
+    """The CacheServer ``shard`` names, as it is once it has rolled out to ``shard``'s
+    version (None: it names none, or one that does not exist)."""
+    ref = shard.spec.cache.server_ref
+    if ref is None or f"{shard.namespace}/{ref.name}" not in cache_servers:
+        return None
+    ready = {"type": "Ready", "status": "True"}
+    status = {"version": shard.spec.version, "conditions": [ready]}
+    spec = CacheServerSpec(version=shard.spec.version)
+    return CacheServer(ref.name, shard.namespace, spec, status=status)
 
 
 def _root_of(state: _State, states: Mapping[str, _State]) -> _State | None:
@@ -221,6 +237,7 @@ def _wave(
     wave: int,
     release: Version,
     cleanup: Cleanup,
+    cache_servers: Collection[str],
 ) -> list[str]:
     """Plan every Shard not decided yet; the ones that roll in ``wave`` (their rollout
     simulated once all are planned: a wave rolls at once)."""
@@ -235,7 +252,8 @@ def _wave(
         root = None if root_state is None else root_state.shard
         shard = _filled(state.shard, root, state.deployment)
         filled_root = None if root is None else with_issued(root, None)
-        decision = plan(shard, filled_root, {"Deployment": state.deployment}, release)
+        cache = _cache_rolled_out_first(shard, cache_servers)
+        decision = plan(shard, filled_root, {"Deployment": state.deployment}, release, cache=cache)
         if decision.waiting is not None:
             continue
         if decision.error is not None:

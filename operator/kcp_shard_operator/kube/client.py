@@ -14,9 +14,10 @@ from urllib.parse import quote, urlencode
 import urllib3
 
 from kcp_shard_operator.constants import (
+    CACHE_SERVER_KIND,
+    CACHE_SERVER_PLURAL,
     FIELD_MANAGER,
     NAMESPACE_TERMINATING,
-    SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
 )
@@ -33,6 +34,7 @@ PLURALS = {
     "Secret": "secrets",
     "Service": "services",
     SHARD_KIND: SHARD_PLURAL,
+    CACHE_SERVER_KIND: CACHE_SERVER_PLURAL,
 }
 TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
 
@@ -162,9 +164,11 @@ class Kube:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self._call("DELETE", path_of(api_version, kind, namespace, name))
 
-    def patch_shard_status(self, namespace: str, name: str, status: JSON) -> JSON:
-        """Merge ``status`` into the Shard's status; the Shard as written."""
-        path = path_of(SHARD_API_VERSION, SHARD_KIND, namespace, name) + "/status"
+    def patch_status(
+        self, api_version: str, kind: str, namespace: str, name: str, status: JSON
+    ) -> JSON:
+        """Merge ``status`` into the object's status; the object as written."""
+        path = path_of(api_version, kind, namespace, name) + "/status"
         return self._written("PATCH", path, {"status": status}, "application/merge-patch+json")
 
     def _written(

@@ -1,0 +1,227 @@
+"""CacheServer -> its Service, data claim and Deployment (pure).
+
+The cache server runs one replica on its embedded etcd (kcp's ``cache-server`` has no flags
+for an external etcd), on a claim by default, with ``Recreate``: a surge pod would open the
+same etcd. The operator and ``render`` both call :func:`render_cache_server`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    FIELD_MANAGER,
+)
+from kcp_shard_operator.core.cachespec import CHILD_SUFFIX, CacheServer
+from kcp_shard_operator.core.meta import (
+    INSTANCE_LABEL,
+    NAME_LABEL,
+    SECRETS_ANNOTATION,
+    VERSION_ANNOTATION,
+    stamped,
+    version_label,
+)
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.podtemplate import (
+    container_security_context,
+    https_probes,
+    placed,
+    pod_security_context,
+)
+from kcp_shard_operator.core.spec import STORAGE_DELETE
+
+NAME = "kcp-cache-server"
+"""``app.kubernetes.io/name`` of a cache server's objects."""
+PORT = 6443
+DATA_DIR = "/data"
+TLS_DIR = "/etc/kcp-cache/tls"
+PROBE_PERIOD_SECONDS = 2
+STARTUP_SECONDS = 300
+TERMINATION_GRACE_SECONDS = 10
+
+
+def child_name(cache: CacheServer) -> str:
+    return f"{cache.name}{CHILD_SUFFIX}"
+
+
+def claim_name(cache: CacheServer) -> str:
+    return f"{child_name(cache)}-data"
+
+
+def serving_secret(cache: CacheServer) -> str:
+    return (
+        cache.spec.serving_cert_secret_ref.name
+        if cache.spec.serving_cert_secret_ref
+        else (f"{child_name(cache)}-serving")
+    )
+
+
+def service_url(cache: CacheServer) -> str:
+    return f"https://{child_name(cache)}.{cache.namespace}.svc:{PORT}"
+
+
+def selector_labels(cache: CacheServer) -> dict[str, str]:
+    return {NAME_LABEL: NAME, INSTANCE_LABEL: cache.name}
+
+
+def labels(cache: CacheServer, *, versioned: bool = False) -> dict[str, str]:
+    result = {
+        **selector_labels(cache),
+        "app.kubernetes.io/component": "cache-server",
+        "app.kubernetes.io/part-of": "kcp",
+        "app.kubernetes.io/managed-by": FIELD_MANAGER,
+    }
+    if versioned:
+        result["app.kubernetes.io/version"] = version_label(cache.spec.kcp_version)
+    return result
+
+
+def owner_reference(cache: CacheServer) -> JSON:
+    return {
+        "apiVersion": CACHE_SERVER_API_VERSION,
+        "kind": CACHE_SERVER_KIND,
+        "name": cache.name,
+        "uid": cache.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(
+    cache: CacheServer, *, name: str | None = None, versioned: bool = False, owned: bool = True
+) -> JSON:
+    meta: JSON = {
+        "name": name or child_name(cache),
+        "namespace": cache.namespace,
+        "labels": labels(cache, versioned=versioned),
+    }
+    if cache.uid and owned:
+        meta["ownerReferences"] = [owner_reference(cache)]
+    return meta
+
+
+def service(cache: CacheServer) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cache),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(cache),
+            "ports": [{"name": "https", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def claim(cache: CacheServer) -> JSON:
+    storage = cache.spec.storage_or_default
+    spec: JSON = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    owned = storage.when_deleted == STORAGE_DELETE
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(cache, name=claim_name(cache), owned=owned),
+        "spec": spec,
+    }
+
+
+def args() -> list[str]:
+    """The cache server's flags (``--root-directory`` only in its ``=`` form: the binary
+    picks it out of the arguments by prefix before it parses the rest)."""
+    return [
+        f"--root-directory={DATA_DIR}",
+        f"--secure-port={PORT}",
+        f"--tls-cert-file={TLS_DIR}/tls.crt",
+        f"--tls-private-key-file={TLS_DIR}/tls.key",
+    ]
+
+
+def _revisions_digest(secret: str, revisions: Mapping[str, str]) -> str:
+    return hashlib.sha256(f"{secret}={revisions.get(secret, '')}".encode()).hexdigest()[:16]
+
+
+def deployment(cache: CacheServer, revisions: Mapping[str, str] | None) -> JSON:
+    spec = cache.spec
+    ephemeral = bool(spec.storage_or_default.ephemeral)
+    data: JSON = (
+        {"name": "data", "emptyDir": {}}
+        if ephemeral
+        else {"name": "data", "persistentVolumeClaim": {"claimName": claim_name(cache)}}
+    )
+    container: JSON = {
+        "name": "cache-server",
+        "image": spec.image_ref,
+        "command": ["/cache-server"],
+        "args": args(),
+        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
+        **https_probes(PORT, PROBE_PERIOD_SECONDS, STARTUP_SECONDS),
+        "securityContext": container_security_context(),
+        "volumeMounts": [
+            {"name": "data", "mountPath": DATA_DIR},
+            {"name": "serving", "mountPath": TLS_DIR, "readOnly": True},
+            {"name": "tmp", "mountPath": "/tmp"},
+        ],
+    }
+    if spec.image.pull_policy:
+        container["imagePullPolicy"] = spec.image.pull_policy
+    secret = serving_secret(cache)
+    pod_spec: JSON = {
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "securityContext": pod_security_context(),
+        "containers": [container],
+        "volumes": [
+            data,
+            {"name": "serving", "secret": {"secretName": secret}},
+            {"name": "tmp", "emptyDir": {}},
+        ],
+    }
+    placed(pod_spec, container, spec)
+    annotations = {VERSION_ANNOTATION: spec.version}
+    if revisions is not None:
+        annotations[SECRETS_ANNOTATION] = _revisions_digest(secret, revisions)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(cache, versioned=True),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_labels(cache)},
+            "strategy": {"type": "Recreate"},
+            "template": {
+                "metadata": {"labels": labels(cache, versioned=True), "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class RenderedCache:
+    service: JSON
+    deployment: JSON
+    claim: JSON | None
+
+    @property
+    def objects(self) -> list[JSON]:
+        """In the order they are applied: the claim before the pod that mounts it."""
+        return [self.service, *([self.claim] if self.claim else []), self.deployment]
+
+
+def render_cache_server(
+    cache: CacheServer, secret_revisions: Mapping[str, str] | None = None
+) -> RenderedCache:
+    ephemeral = bool(cache.spec.storage_or_default.ephemeral)
+    return RenderedCache(
+        service=stamped(service(cache)),
+        deployment=stamped(deployment(cache, secret_revisions)),
+        claim=None if ephemeral else stamped(claim(cache)),
+    )

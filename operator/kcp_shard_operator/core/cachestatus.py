@@ -1,0 +1,109 @@
+"""CacheServer status from observed state (pure): conditions, phase, running version.
+
+``Ready`` is the Deployment rolled out at the spec's version: the pod's readiness probe is the
+cache server's own ``/readyz`` (served without authentication), so a ready pod is a cache
+server that answers. Shards naming the CacheServer wait for exactly this.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from kcp_shard_operator.core.cachepki import issues_kubeconfig
+from kcp_shard_operator.core.cacheserver import service_url
+from kcp_shard_operator.core.cachespec import CacheServer
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.spec import cache_kubeconfig_secret
+from kcp_shard_operator.core.status import (
+    DEGRADED,
+    PROGRESSING,
+    READY,
+    Condition,
+    deployed_version,
+    merged_conditions,
+    pod_problems,
+    rollout_complete,
+)
+
+
+@dataclass(frozen=True)
+class CacheObservation:
+    """What the shell saw and did in one pass over a CacheServer."""
+
+    deployment: JSON | None
+    pods: list[JSON] = field(default_factory=list)
+    apply_errors: list[str] = field(default_factory=list)
+    missing_secrets: list[str] = field(default_factory=list)
+    pki_problems: list[tuple[str, str]] = field(default_factory=list)
+    certificates: list[JSON] = field(default_factory=list)
+
+
+def _problems(seen: CacheObservation) -> list[tuple[str, str]]:
+    found = [("ApplyFailed", error) for error in seen.apply_errors]
+    found += seen.pki_problems
+    if seen.missing_secrets:
+        found.append(
+            (
+                "SecretNotFound",
+                "Secret(s) the cache server mounts not found: " + ", ".join(seen.missing_secrets),
+            )
+        )
+    found += [("PodsNotRunning", problem) for problem in pod_problems(seen.pods)]
+    return found
+
+
+def conditions_for(cache: CacheServer, seen: CacheObservation) -> tuple[str, list[Condition]]:
+    deployment = seen.deployment
+    running = deployed_version(deployment)
+    complete = rollout_complete(deployment) and running == cache.spec.version
+    problems = _problems(seen)
+    if complete:
+        ready = Condition(READY, True, "RolledOut", f"kcp {running} cache server ready")
+        progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
+    elif deployment is None:
+        ready = Condition(READY, False, "NoDeployment", "the Deployment does not exist yet")
+        progressing = Condition(PROGRESSING, True, "RollingOut", "creating the cache server")
+    else:
+        ready = Condition(READY, False, "RollingOut", f"rolling out kcp {cache.spec.version}")
+        progressing = Condition(
+            PROGRESSING, True, "RollingOut", f"rolling out kcp {cache.spec.version}"
+        )
+    if problems:
+        degraded = Condition(
+            DEGRADED, True, problems[0][0], "; ".join(text for _, text in problems)
+        )
+    else:
+        degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
+    if problems:
+        phase = DEGRADED
+    elif complete:
+        phase = READY
+    elif deployment is None:
+        phase = "Pending"
+    else:
+        phase = "Progressing"
+    return phase, [ready, progressing, degraded]
+
+
+def cache_server_status(cache: CacheServer, seen: CacheObservation, now: str) -> JSON:
+    """The full status to write; unchanged conditions keep their transition time."""
+    previous: JSON = cache.status or {}
+    phase, conditions = conditions_for(cache, seen)
+    version = (
+        deployed_version(seen.deployment)
+        if rollout_complete(seen.deployment)
+        else previous.get("version")
+    )
+    status: JSON = {
+        "observedGeneration": cache.generation,
+        "phase": phase,
+        "url": service_url(cache),
+        "conditions": merged_conditions(previous, conditions, cache.generation, now),
+    }
+    if issues_kubeconfig(cache):
+        status["kubeconfigSecret"] = cache_kubeconfig_secret(cache.name)
+    if version:
+        status["version"] = version
+    if seen.certificates:
+        status["certificates"] = seen.certificates
+    return status

@@ -1,0 +1,170 @@
+"""CacheServer against a real API server: the CRD refuses what the offline rules refuse, the
+operator issues and writes it, Shards naming it wait for it, start on its kubeconfig and roll
+after it, and deleting it leaves nothing it owned behind."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+
+import pytest
+
+from testkit.kube import KubectlError
+from testkit.wait import wait_for
+
+from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
+
+pytestmark = pytest.mark.e2e
+OLD, NEW = "0.27.1", "0.28.0"
+
+
+def cache_server(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "CacheServer",
+        "metadata": {"name": name},
+        "spec": {"version": version, **spec},
+    }
+
+
+def on_cache(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    return shard(name, version, cache={"serverRef": {"name": "cache"}}, **spec)
+
+
+def cache_ready(kubectl: Kubectl, namespace: str, version: str) -> bool:
+    status = get(kubectl, namespace, "cacheserver", "cache").get("status") or {}
+    ready = [c for c in status.get("conditions") or [] if c["type"] == "Ready"]
+    return status.get("version") == version and bool(ready) and ready[0]["status"] == "True"
+
+
+def patch_cache(kubectl: Kubectl, namespace: str, spec: dict[str, Any]) -> None:
+    body = json.dumps({"spec": spec})
+    kubectl("patch", "-n", namespace, "cacheserver", "cache", "--type=merge", "-p", body)
+
+
+def template_version(kubectl: Kubectl, namespace: str, name: str) -> str:
+    deployment = get(kubectl, namespace, "deployment", name)
+    annotations = deployment["spec"]["template"]["metadata"]["annotations"]
+    return str(annotations["kcpshard.dev/kcp-version"])
+
+
+def progressing_reason(kubectl: Kubectl, namespace: str, name: str) -> str:
+    status = get(kubectl, namespace, "shard", name).get("status") or {}
+    found = [c for c in status.get("conditions") or [] if c["type"] == "Progressing"]
+    return str(found[0]["reason"]) if found else ""
+
+
+@pytest.mark.parametrize(
+    ("obj", "words"),
+    [
+        (cache_server("cache", OLD, pki={"issue": False}), "spec.pki.issue false needs"),
+        (cache_server("x" * 58, OLD), "metadata.name must be a DNS-1035 label of at most 57"),
+        (
+            shard(
+                "root",
+                OLD,
+                cache={"serverRef": {"name": "c"}, "kubeconfigSecretRef": {"name": "k"}},
+            ),
+            "spec.cache.serverRef and spec.cache.kubeconfigSecretRef are both set",
+        ),
+    ],
+)
+def test_the_api_server_refuses_what_the_offline_rules_refuse(
+    crds: list[str], kubectl: Kubectl, namespace: str, obj: dict[str, Any], words: str
+) -> None:
+    assert "cacheservers.kcpshard.dev" in crds
+    with pytest.raises(KubectlError) as err:
+        apply(kubectl, namespace, obj)
+    assert words in str(err.value)
+
+
+def test_shards_start_on_the_cache_server_and_roll_after_it(
+    operator_process: Any, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, on_cache("root", OLD))
+    wait_for(
+        lambda: progressing_reason(kubectl, namespace, "root") == "CacheServerNotFound",
+        60,
+        "root shard reports its missing CacheServer",
+    )
+    apply(kubectl, namespace, cache_server("cache", OLD))
+    wait_for(lambda: cache_ready(kubectl, namespace, OLD), 90, "CacheServer Ready")
+    apply(kubectl, namespace, on_cache("shard-1", OLD, rootShardRef={"name": "root"}))
+    for name in ("root", "shard-1"):
+        wait_ready(kubectl, namespace, name, OLD)
+    secret = get(kubectl, namespace, "secret", "cache-cache-kubeconfig")
+    document = json.loads(base64.b64decode(secret["data"]["kubeconfig"]))
+    server = document["clusters"][0]["cluster"]["server"]
+    assert server == f"https://cache-cache.{namespace}.svc:6443"
+    service = get(kubectl, namespace, "service", "cache-cache")
+    assert service["metadata"]["ownerReferences"][0]["kind"] == "CacheServer"
+    for name in ("root", "shard-1"):
+        pod = get(kubectl, namespace, "deployment", f"{name}-kcp")["spec"]["template"]["spec"]
+        args = pod["containers"][0]["args"]
+        assert any(arg.startswith("--cache-kubeconfig=") for arg in args), name
+        mounted = {v["secret"]["secretName"] for v in pod["volumes"] if "secret" in v}
+        assert "cache-cache-kubeconfig" in mounted, name
+    columns = kubectl("get", "cacheservers", "-n", namespace)
+    assert columns.split("\n")[0].split()[:4] == ["NAME", "DESIRED", "RUNNING", "READY"]
+
+    # The new cache server cannot be scheduled: the shards must keep running the old kcp.
+    patch_cache(kubectl, namespace, {"version": NEW, "nodeSelector": {"kcpshard.dev/e2e": "none"}})
+    for name in ("root", "shard-1"):
+        patch_spec(kubectl, namespace, name, {"version": NEW})
+    wait_for(
+        lambda: progressing_reason(kubectl, namespace, "root") == "WaitingForCacheServer",
+        60,
+        "root waits for the CacheServer",
+    )
+    held = []
+    for _ in range(5):
+        time.sleep(1)
+        held.append(
+            [template_version(kubectl, namespace, f"{name}-kcp") for name in ("root", "shard-1")]
+        )
+    assert held == [[OLD, OLD]] * 5, "no shard rolls before its CacheServer is Ready"
+    assert get(kubectl, namespace, "shard", "root")["status"]["phase"] == "WaitingForCacheServer"
+
+    patch_cache(kubectl, namespace, {"nodeSelector": None})
+    order: list[str] = []
+
+    def rolled() -> bool:
+        if "root" not in order and template_version(kubectl, namespace, "root-kcp") == NEW:
+            assert cache_ready(kubectl, namespace, NEW), "root rolled before the cache server"
+            order.append("root")
+        if "shard-1" not in order and template_version(kubectl, namespace, "shard-1-kcp") == NEW:
+            assert "root" in order, "shard-1 rolled before root"
+            order.append("shard-1")
+        return len(order) == 2
+
+    wait_for(rolled, 180, "root, then shard-1 rolled to the new version")
+    for name in ("root", "shard-1"):
+        wait_ready(kubectl, namespace, name, NEW)
+
+    kubectl("delete", "-n", namespace, "cacheserver", "cache", "--wait=true")
+    wait_for(
+        lambda: (
+            not kubectl(
+                "get",
+                "deployment,service,secret",
+                "-n",
+                namespace,
+                "-l",
+                "app.kubernetes.io/name=kcp-cache-server",
+                "-o",
+                "name",
+            ).strip()
+        ),
+        90,
+        "the CacheServer's Deployment, Service and Secrets garbage-collected",
+    )
+    claims = kubectl("get", "pvc", "-n", namespace, "-o", "name")
+    assert "cache-cache-data" in claims, "the retained claim of the cache data stays"
+    wait_for(
+        lambda: progressing_reason(kubectl, namespace, "shard-1") == "CacheServerNotFound",
+        60,
+        "shard-1 reports its CacheServer gone",
+    )
+    assert template_version(kubectl, namespace, "shard-1-kcp") == NEW, "nothing was rolled back"
