@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Build `kcp` from the github.com/kcp-dev/kcp Go module at a release tag.
+# Build `kcp`, `cache-server` and `kcp-front-proxy` from the github.com/kcp-dev/kcp Go module
+# at a release tag.
 #
 #   hack/kcp-build.sh VERSION OUT_DIR WORK_DIR
 #
@@ -91,7 +92,8 @@ done
 
 cd "${WORK}"
 log "resolving modules ..."
-go list -deps github.com/kcp-dev/kcp/cmd/kcp >/dev/null
+go list -deps github.com/kcp-dev/kcp/cmd/kcp github.com/kcp-dev/kcp/cmd/cache-server \
+  github.com/kcp-dev/kcp/cmd/kcp-front-proxy >/dev/null
 
 # A stand-in for a shard past the deprecating release, which the module proxy does not
 # serve: the same kcp with the identitycache controller not installed (nothing writes the
@@ -117,8 +119,10 @@ if [[ "${KCP_STANDIN:-1}" != 0 ]] &&
   "${OUT_DIR}/kcp-without-identitycache" --version >&2
 fi
 
-log "compiling github.com/kcp-dev/kcp/cmd/kcp (${git_version}) ..."
-go build -trimpath -ldflags "${ldflags}" -o "${OUT_DIR}/" github.com/kcp-dev/kcp/cmd/kcp
+log "compiling github.com/kcp-dev/kcp/cmd/kcp, cmd/cache-server and cmd/kcp-front-proxy (${git_version}) ..."
+go build -trimpath -ldflags "${ldflags}" -o "${OUT_DIR}/" \
+  github.com/kcp-dev/kcp/cmd/kcp github.com/kcp-dev/kcp/cmd/cache-server \
+  github.com/kcp-dev/kcp/cmd/kcp-front-proxy
 if [[ ! -f "${SUMS}" ]]; then
   cp go.sum "${SUMS}"
   log "recorded module checksums in ${SUMS}"

@@ -184,10 +184,10 @@ cmd_build() {
       etcd) ensure "etcd ${ETCD_VERSION}" "${ETCD_DIR}/etcd" build_etcd ;;
       kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
-      kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp" build_kcp ;;
-      kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp" build_kcp_upgrade ;;
-      kcp-patch) ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp" build_kcp_patch ;;
-      kcp-next) ensure "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}/kcp" build_kcp_next ;;
+      kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp-front-proxy" build_kcp ;;
+      kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp-front-proxy" build_kcp_upgrade ;;
+      kcp-patch) ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp-front-proxy" build_kcp_patch ;;
+      kcp-next) ensure "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}/kcp-front-proxy" build_kcp_next ;;
       kind) ensure "kind ${KIND_VERSION}" "${KIND_DIR}/kind" build_kind ;;
       kubernetes-node)
         ensure "kubelet, kubeadm, kube-proxy ${KUBERNETES_VERSION}" "${K8S_NODE_DIR}/kube-proxy" build_kubernetes_node

@@ -186,6 +186,9 @@ def test_a_new_cache_server_is_issued_and_written_then_ready_once_rolled_out() -
     assert (status["phase"], status["version"]) == ("Ready", "0.28.0")
     assert reason(status, "Ready") == ("True", "RolledOut")
     assert [w for w in kube.writes if w[0] != "status"] == []
+    assert ("RolledOut", "Normal") in [(e.reason, e.type) for _, e in effects.events]
+    count = "kcp_shard_operator_rollout_duration_seconds_count"
+    assert ctx.metrics.registry.get_sample_value(count, {"role": "cache-server"}) == 1
     kube.calls.clear()
     pass_over(ctx)
     assert kube.writes == [], "a settled cache server is written nothing"

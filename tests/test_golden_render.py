@@ -41,6 +41,16 @@ def test_examples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
     assert "spec.extraArgs: '--root-shard-kubeconfig-file /etc/kcp/root-shard/kubeconfig'" in err
 
 
+def test_the_cache_server_example_runs_the_kcp_the_kind_images_are_built_from() -> None:
+    """The kind e2e applies docs/examples/cache-server.yaml as it is (default images)."""
+    pinned = pinned_version("KCP_VERSION").removeprefix("v")
+    example = ROOT / "docs" / "examples" / "cache-server.yaml"
+    documents = [d for d in yaml.safe_load_all(example.read_text(encoding="utf-8")) if d]
+    kinds = [d["kind"] for d in documents]
+    assert kinds == ["Namespace", "CacheServer", "Shard", "Shard"]
+    assert {d["spec"]["version"] for d in documents if "spec" in d} == {pinned}
+
+
 def test_the_samples_run_the_kcp_the_kind_images_are_built_from() -> None:
     """``CLUSTER=kind make demo`` applies the samples as they are: their version must be the
     one ``hack/image.sh kcp`` builds and tags as the Shards' default image."""
