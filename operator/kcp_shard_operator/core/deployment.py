@@ -6,7 +6,6 @@ import hashlib
 from collections.abc import Mapping
 
 from kcp_shard_operator.core.claim import Storage
-from kcp_shard_operator.core.kcpargs import Pod
 from kcp_shard_operator.core.meta import (
     SECRETS_ANNOTATION,
     VERSION_ANNOTATION,
@@ -16,6 +15,7 @@ from kcp_shard_operator.core.meta import (
 )
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.podtemplate import (
+    Pod,
     container_security_context,
     https_probes,
     placed,

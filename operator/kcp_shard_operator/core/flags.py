@@ -12,9 +12,10 @@ shard-chart conversion and ``migrate-values``:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.versions import FlagGate, normalize_flag
 
 END_OF_FLAGS = "--"
@@ -96,3 +97,26 @@ def retire(args: Sequence[str], gates: Iterable[FlagGate]) -> tuple[list[str], l
             out, texts = without_flag(out, gate.flag)
             notes += texts
     return out, notes
+
+
+def refuse_overrides(rendered: list[str], extra: list[str], spec_fields: Mapping[str, str]) -> None:
+    """kcp would see both values of a flag given twice: name every such item of extraArgs,
+    and the spec field to set instead where there is one.
+
+    Names are compared as kcp's parser compares them (``_`` equals ``-``).
+    """
+    owned = {flag_name(arg) for arg in rendered}
+    refused = []
+    for index, arg in enumerate(extra):
+        name = flag_name(arg)
+        if name is None or name not in owned:
+            continue
+        where = spec_fields.get(name)
+        advice = (
+            f"the operator renders it from {where}; set it there instead"
+            if where
+            else "the operator sets this flag; remove it"
+        )
+        refused.append(f"[{index}] {name}: {advice}")
+    if refused:
+        raise SpecError("spec.extraArgs", "; ".join(refused))

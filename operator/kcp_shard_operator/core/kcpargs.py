@@ -6,11 +6,9 @@ Every flag a Shard's spec sets is rendered here, gated by kcp version through th
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
-from kcp_shard_operator.core.flags import flag_name, retire
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.flags import refuse_overrides, retire
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.podtemplate import Pod
 from kcp_shard_operator.core.service import PORT, base_url
 from kcp_shard_operator.core.spec import Shard, missing_root_kubeconfig
 from kcp_shard_operator.core.versions import (
@@ -23,34 +21,6 @@ from kcp_shard_operator.core.versions import (
 )
 
 ROOT_DIRECTORY = "/var/lib/kcp"
-
-
-@dataclass
-class Pod:
-    """Accumulates flags, volumes and mounts while rendering one pod."""
-
-    args: list[str] = field(default_factory=list)
-    volumes: list[JSON] = field(default_factory=list)
-    mounts: list[JSON] = field(default_factory=list)
-
-    def mount_secret(self, volume: str, secret: str, path: str, items: list[JSON] | None) -> None:
-        source: JSON = {"secretName": secret, "defaultMode": 0o440}
-        if items:
-            source["items"] = items
-        self.volumes.append({"name": volume, "secret": source})
-        self.mounts.append({"name": volume, "mountPath": path, "readOnly": True})
-
-    def kubeconfig(self, volume: str, ref: SecretKeyRef, directory: str) -> str:
-        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "kubeconfig"}])
-        return f"{directory}/kubeconfig"
-
-    def secret_dir(self, volume: str, ref: LocalObjectRef, directory: str) -> str:
-        self.mount_secret(volume, ref.name, directory, None)
-        return directory
-
-    def ca_file(self, volume: str, ref: CASecretKeyRef, directory: str) -> str:
-        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "ca.crt"}])
-        return f"{directory}/ca.crt"
 
 
 REQUEST_HEADER_FLAGS = (
@@ -184,29 +154,6 @@ def kcp_flags(
     elif root_ref is not None:
         unused.append("spec.rootShardKubeconfigSecretRef")
     extra, dropped = retire(spec.extra_args, retired_flags(version, role, deprecating_release))
-    _refuse_overrides(args, extra)
+    refuse_overrides(args, extra, SPEC_FIELDS)
     args += extra
     return pod, dropped, unused
-
-
-def _refuse_overrides(rendered: list[str], extra: list[str]) -> None:
-    """kcp would see both values of a flag given twice: name every such item of extraArgs,
-    and the spec field to set instead where there is one.
-
-    Names are compared as kcp's parser compares them (``_`` equals ``-``).
-    """
-    owned = {flag_name(arg) for arg in rendered}
-    refused = []
-    for index, arg in enumerate(extra):
-        name = flag_name(arg)
-        if name is None or name not in owned:
-            continue
-        where = SPEC_FIELDS.get(name)
-        advice = (
-            f"the operator renders it from {where}; set it there instead"
-            if where
-            else "the operator sets this flag; remove it"
-        )
-        refused.append(f"[{index}] {name}: {advice}")
-    if refused:
-        raise SpecError("spec.extraArgs", "; ".join(refused))

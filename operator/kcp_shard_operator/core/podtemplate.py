@@ -1,11 +1,14 @@
-"""What every pod the operator renders shares (pure): probes on kcp's health endpoints, the
-restricted security contexts and the scheduling fields copied from a spec."""
+"""What every pod the operator renders shares (pure): the Secret volumes it mounts, probes on
+kcp's health endpoints, the restricted security contexts and the scheduling fields copied
+from a spec."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 
 RUN_AS_USER = 65532
 
@@ -75,3 +78,31 @@ def placed(pod_spec: JSON, container: JSON, spec: Placed) -> None:
         pod_spec["tolerations"] = spec.tolerations
     if spec.affinity:
         pod_spec["affinity"] = spec.affinity
+
+
+@dataclass
+class Pod:
+    """Accumulates flags, volumes and mounts while rendering one pod."""
+
+    args: list[str] = field(default_factory=list)
+    volumes: list[JSON] = field(default_factory=list)
+    mounts: list[JSON] = field(default_factory=list)
+
+    def mount_secret(self, volume: str, secret: str, path: str, items: list[JSON] | None) -> None:
+        source: JSON = {"secretName": secret, "defaultMode": 0o440}
+        if items:
+            source["items"] = items
+        self.volumes.append({"name": volume, "secret": source})
+        self.mounts.append({"name": volume, "mountPath": path, "readOnly": True})
+
+    def kubeconfig(self, volume: str, ref: SecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "kubeconfig"}])
+        return f"{directory}/kubeconfig"
+
+    def secret_dir(self, volume: str, ref: LocalObjectRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, None)
+        return directory
+
+    def ca_file(self, volume: str, ref: CASecretKeyRef, directory: str) -> str:
+        self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "ca.crt"}])
+        return f"{directory}/ca.crt"
