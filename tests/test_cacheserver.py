@@ -18,8 +18,8 @@ from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
 from kcp_shard_operator.core import cachepki
 from kcp_shard_operator.core.cacheserver import render_cache_server, service_url
 from kcp_shard_operator.core.cachespec import parse_cache_server
+from kcp_shard_operator.core.issuance import Purpose
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.pki import Purpose
 
 from .conftest import make, shard_object
 from .fake_kube import Effects, FakeKube, context, run, watched

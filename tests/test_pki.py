@@ -17,7 +17,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kcp_shard_operator.core import pki, renewal
+from kcp_shard_operator.core import issuance, pki, renewal
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.versions import Version
 
@@ -74,11 +74,11 @@ def clock(ctx: Any, at: datetime.datetime) -> None:
 def test_a_root_shard_asks_for_a_ca_a_bundle_a_serving_certificate_and_its_kubeconfig() -> None:
     root = make(shard_object())
     assert [(r.secret, r.purpose) for r in pki.requests(root, None, RELEASE)] == [
-        ("root-kcp-ca", pki.Purpose.CA),
-        ("root-kcp-client-ca", pki.Purpose.CLIENT_CA),
-        ("root-kcp-serving", pki.Purpose.SERVING),
-        ("root-kcp-admin-kubeconfig", pki.Purpose.KUBECONFIG),
-        ("root-kcp-logical-cluster-admin-kubeconfig", pki.Purpose.KUBECONFIG),
+        ("root-kcp-ca", issuance.Purpose.CA),
+        ("root-kcp-client-ca", issuance.Purpose.CLIENT_CA),
+        ("root-kcp-serving", issuance.Purpose.SERVING),
+        ("root-kcp-admin-kubeconfig", issuance.Purpose.KUBECONFIG),
+        ("root-kcp-logical-cluster-admin-kubeconfig", issuance.Purpose.KUBECONFIG),
     ]
 
 
@@ -180,9 +180,11 @@ def test_a_non_root_shard_with_nothing_issued_still_needs_its_cache_kubeconfig()
 
 def test_the_verdict_keeps_renews_and_never_overwrites_a_users_secret() -> None:
     root = make(shard_object(pki={"certificateLifetime": "10h", "renewBefore": "1h"}))
-    serving = next(r for r in pki.requests(root, None, RELEASE) if r.purpose is pki.Purpose.SERVING)
-    issued = pki.secret_object(serving, {"tls.crt": "x"}, "Opaque", "ca/u/1", NOW)
-    issued["metadata"]["annotations"][pki.NOT_AFTER_ANNOTATION] = "2026-12-04T22:00:00Z"
+    serving = next(
+        r for r in pki.requests(root, None, RELEASE) if r.purpose is issuance.Purpose.SERVING
+    )
+    issued = issuance.secret_object(serving, {"tls.crt": "x"}, "Opaque", "ca/u/1", NOW)
+    issued["metadata"]["annotations"][issuance.NOT_AFTER_ANNOTATION] = "2026-12-04T22:00:00Z"
     verdict = renewal.verdict
     assert verdict(serving, None, "ca/u/1", NOW).action is renewal.Action.ISSUE
     assert verdict(serving, issued, "ca/u/1", NOW).action is renewal.Action.KEEP

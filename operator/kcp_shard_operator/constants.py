@@ -9,6 +9,9 @@ SHARD_PLURAL = "shards"
 CACHE_SERVER_API_VERSION = SHARD_API_VERSION
 CACHE_SERVER_KIND = "CacheServer"
 CACHE_SERVER_PLURAL = "cacheservers"
+FRONT_PROXY_API_VERSION = SHARD_API_VERSION
+FRONT_PROXY_KIND = "FrontProxy"
+FRONT_PROXY_PLURAL = "frontproxies"
 FIELD_MANAGER = "kcp-shard-operator"
 NAMESPACE_TERMINATING = "because it is being terminated"
 """What the API server says when it refuses to create an object in a namespace being deleted

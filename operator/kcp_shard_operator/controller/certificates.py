@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reads import read
-from kcp_shard_operator.core import pki, renewal
+from kcp_shard_operator.core import issuance, pki, renewal
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -24,11 +24,12 @@ NOT_ISSUED = "KubeconfigNotIssued"
 PAST = {renewal.Action.ISSUE: "issued", renewal.Action.RENEW: "renewed"}
 REASONS = {renewal.Action.ISSUE: "CertificateIssued", renewal.Action.RENEW: "CertificateRenewed"}
 PURPOSES = {
-    pki.Purpose.CA: "CA",
-    pki.Purpose.CLIENT_CA: "client CA bundle",
-    pki.Purpose.SERVICE_ACCOUNT_KEY: "service-account key",
-    pki.Purpose.SERVING: "serving certificate",
-    pki.Purpose.KUBECONFIG: "kubeconfig",
+    issuance.Purpose.CA: "CA",
+    issuance.Purpose.CLIENT_CA: "client CA bundle",
+    issuance.Purpose.SERVICE_ACCOUNT_KEY: "service-account key",
+    issuance.Purpose.SERVING: "serving certificate",
+    issuance.Purpose.CLIENT: "client certificate",
+    issuance.Purpose.KUBECONFIG: "kubeconfig",
 }
 
 
@@ -85,7 +86,7 @@ def _issue(
     ctx: Context,
     shard: Shard,
     installation_root: Shard,
-    requests: list[pki.Request],
+    requests: list[issuance.Request],
     done: Issuance,
     logger: Logger,
 ) -> None:
@@ -103,7 +104,7 @@ def issue_requests(
     namespace: str,
     ca_name: str,
     user_ca: str | None,
-    requests: list[pki.Request],
+    requests: list[issuance.Request],
     logger: Logger,
 ) -> Issued:
     """Issue or renew ``requests`` signed by the CA in Secret ``ca_name``; ``user_ca`` says
@@ -117,14 +118,14 @@ def issue_requests(
         return done
     now = ctx.wall_clock()
     issued: list[JSON] = []
-    changes: list[tuple[pki.Request, renewal.Verdict, JSON]] = []
+    changes: list[tuple[issuance.Request, renewal.Verdict, JSON]] = []
     for request in requests:
         live = read(ctx, "v1", "Secret", namespace, request.secret)
-        signed_by = None if request.purpose in pki.KEPT_FOREVER else _signer_id(signer)
+        signed_by = None if request.purpose in issuance.KEPT_FOREVER else _signer_id(signer)
         verdict = renewal.verdict(request, live, signed_by, now)
         if verdict.action is renewal.Action.CONFLICT:
             done.problems.append((CERTIFICATE_CONFLICT, verdict.why))
-            if request.purpose is pki.Purpose.CA:
+            if request.purpose is issuance.Purpose.CA:
                 break
             continue
         if verdict.action is renewal.Action.KEEP:
@@ -140,12 +141,12 @@ def issue_requests(
             break
         ctx.store.put("Secret", written)
         issued.append(written)
-        if request.purpose is pki.Purpose.CA:
+        if request.purpose is issuance.Purpose.CA:
             signer.meta = written
         changes.append((request, verdict, written))
         logger.info("%s Secret %s (%s)", PAST[verdict.action], request.secret, verdict.why)
     done.events += _events(changes)
-    done.certificates = pki.certificates_status(issued)
+    done.certificates = issuance.certificates_status(issued)
     return done
 
 
@@ -168,23 +169,27 @@ def _ca(ctx: Context, namespace: str, signer: _Signer, now: datetime.datetime) -
 
 
 def _write(
-    ctx: Context, request: pki.Request, live: JSON | None, signer: _Signer, now: datetime.datetime
+    ctx: Context,
+    request: issuance.Request,
+    live: JSON | None,
+    signer: _Signer,
+    now: datetime.datetime,
 ) -> JSON:
     """Sign and write the Secret of ``request``: created when absent, else replaced at the
     resourceVersion the verdict was made on."""
     namespace = request.owner.namespace
     made_ca = None
-    if request.purpose is pki.Purpose.SERVICE_ACCOUNT_KEY:
+    if request.purpose is issuance.Purpose.SERVICE_ACCOUNT_KEY:
         data = {"tls.key": x509.new_key()}
-        body = pki.secret_object(request, data, "Opaque", None, None)
-    elif request.purpose is pki.Purpose.CA:
+        body = issuance.secret_object(request, data, "Opaque", None, None)
+    elif request.purpose is issuance.Purpose.CA:
         made_ca, made = x509.new_ca(request, now)
         data = {
             "tls.crt": made.certificate_pem,
             "tls.key": made.key_pem,
             "ca.crt": made.certificate_pem,
         }
-        body = pki.secret_object(request, data, "kubernetes.io/tls", None, made.not_after)
+        body = issuance.secret_object(request, data, "kubernetes.io/tls", None, made.not_after)
     else:
         body = _leaf(request, _ca(ctx, namespace, signer, now), _signer_id(signer), now)
     if live is not None:
@@ -207,33 +212,37 @@ def _write(
     return written
 
 
-def _leaf(request: pki.Request, ca: x509.CA, signed_by: str | None, now: datetime.datetime) -> JSON:
-    if request.purpose is pki.Purpose.CLIENT_CA:
+def _leaf(
+    request: issuance.Request, ca: x509.CA, signed_by: str | None, now: datetime.datetime
+) -> JSON:
+    if request.purpose is issuance.Purpose.CLIENT_CA:
         data = {"ca.crt": ca.certificate_pem}
-        return pki.secret_object(
+        return issuance.secret_object(
             request, data, "Opaque", signed_by, ca.certificate.not_valid_after_utc
         )
     made = x509.sign(ca, request, now)
-    if request.purpose is pki.Purpose.SERVING:
+    if request.purpose in (issuance.Purpose.SERVING, issuance.Purpose.CLIENT):
         data = {
             "tls.crt": made.certificate_pem,
             "tls.key": made.key_pem,
             "ca.crt": ca.certificate_pem,
         }
-        return pki.secret_object(request, data, "kubernetes.io/tls", signed_by, made.not_after)
-    document = pki.kubeconfig_document(
+        return issuance.secret_object(request, data, "kubernetes.io/tls", signed_by, made.not_after)
+    document = issuance.kubeconfig_document(
         request, ca.certificate_pem, made.certificate_pem, made.key_pem
     )
-    return pki.secret_object(request, {"kubeconfig": document}, "Opaque", signed_by, made.not_after)
+    return issuance.secret_object(
+        request, {"kubeconfig": document}, "Opaque", signed_by, made.not_after
+    )
 
 
-def _events(changes: list[tuple[pki.Request, renewal.Verdict, JSON]]) -> list[Event]:
+def _events(changes: list[tuple[issuance.Request, renewal.Verdict, JSON]]) -> list[Event]:
     """One Event per pass for what it issued and one for what it renewed, each naming every
     Secret with its expiry (and why it was renewed)."""
     lines: dict[renewal.Action, list[str]] = {}
     for request, verdict, written in changes:
         not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(
-            pki.NOT_AFTER_ANNOTATION, ""
+            issuance.NOT_AFTER_ANNOTATION, ""
         )
         why = f"{verdict.why}; " if verdict.action is renewal.Action.RENEW else ""
         lines.setdefault(verdict.action, []).append(

@@ -10,10 +10,17 @@ client certificate is signed all the same, so that a kcp that starts checking fi
 from __future__ import annotations
 
 from kcp_shard_operator.constants import CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND
+from kcp_shard_operator.core import cacheserver
 from kcp_shard_operator.core.cacheserver import child_name, service_url, serving_secret
 from kcp_shard_operator.core.cachespec import CacheServer
-from kcp_shard_operator.core.pki import CA_LIFETIME_SECONDS, Owner, Purpose, Request
-from kcp_shard_operator.core.pkispec import duration_seconds
+from kcp_shard_operator.core.issuance import (
+    CA_LIFETIME_SECONDS,
+    Owner,
+    Purpose,
+    Request,
+    client_request,
+    serving_request,
+)
 from kcp_shard_operator.core.spec import cache_kubeconfig_secret
 
 CACHE_CONTEXT = "cache"
@@ -22,23 +29,17 @@ CACHE_CLIENT_USER = "kcp-cache-client"
 
 def owner(cache: CacheServer) -> Owner:
     return Owner(
-        CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, cache.name, cache.namespace, cache.uid
+        CACHE_SERVER_API_VERSION,
+        CACHE_SERVER_KIND,
+        cache.name,
+        cache.namespace,
+        cache.uid,
+        cacheserver.NAME,
     )
 
 
 def ca_secret(cache: CacheServer) -> str:
     return f"{child_name(cache)}-ca"
-
-
-def _hosts(cache: CacheServer) -> tuple[str, ...]:
-    service = child_name(cache)
-    return (
-        service,
-        f"{service}.{cache.namespace}",
-        f"{service}.{cache.namespace}.svc",
-        f"{service}.{cache.namespace}.svc.cluster.local",
-        "localhost",
-    )
 
 
 def requests(cache: CacheServer) -> list[Request]:
@@ -51,8 +52,6 @@ def requests(cache: CacheServer) -> list[Request]:
     if not spec.pki.issue or spec.serving_cert_secret_ref is not None:
         return []
     made_by = owner(cache)
-    lifetime = duration_seconds(spec.pki.certificate_lifetime) or 0
-    renew = duration_seconds(spec.pki.renew_before) or 0
     return [
         Request(
             ca_secret(cache),
@@ -61,25 +60,14 @@ def requests(cache: CacheServer) -> list[Request]:
             f"{child_name(cache)} cache server CA",
             lifetime_seconds=CA_LIFETIME_SECONDS,
         ),
-        Request(
-            secret=serving_secret(cache),
-            purpose=Purpose.SERVING,
-            owner=made_by,
-            common_name=child_name(cache),
-            dns_names=_hosts(cache),
-            ip_addresses=("127.0.0.1",),
-            lifetime_seconds=lifetime,
-            renew_before_seconds=renew,
-        ),
-        Request(
-            secret=cache_kubeconfig_secret(cache.name),
-            purpose=Purpose.KUBECONFIG,
-            owner=made_by,
-            common_name=CACHE_CLIENT_USER,
+        serving_request(serving_secret(cache), made_by, spec.as_pki, child_name(cache)),
+        client_request(
+            cache_kubeconfig_secret(cache.name),
+            made_by,
+            spec.as_pki,
+            (CACHE_CLIENT_USER, None),
             server=service_url(cache),
             context=CACHE_CONTEXT,
-            lifetime_seconds=lifetime,
-            renew_before_seconds=renew,
         ),
     ]
 

@@ -19,11 +19,10 @@ from typing import Any
 from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
 from kcp_shard_operator.core.pkispec import (
-    DEFAULT_CERTIFICATE_LIFETIME,
-    DEFAULT_RENEW_BEFORE,
-    DURATION_PATTERN,
     PKISpec,
     check_pki,
+    lifetime_field,
+    renew_before_field,
 )
 from kcp_shard_operator.core.podfields import (
     affinity_field,
@@ -63,20 +62,8 @@ class CachePKISpec:
         "is required and the shards name their cache kubeconfig themselves.",
         default=True,
     )
-    certificate_lifetime: str = field(
-        "certificateLifetime",
-        "Lifetime of the issued certificates (e.g. 8760h; at least 10m).",
-        default=DEFAULT_CERTIFICATE_LIFETIME,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
-    renew_before: str = field(
-        "renewBefore",
-        "How long before expiry a certificate is issued again; the pods that mount it roll.",
-        default=DEFAULT_RENEW_BEFORE,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
+    certificate_lifetime: str = lifetime_field("CacheServer")
+    renew_before: str = renew_before_field()
 
 
 @dataclass(frozen=True)

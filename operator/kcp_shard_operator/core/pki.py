@@ -10,33 +10,25 @@ logical-cluster-admin access kcp needs between shards both require it). Per inst
 cache kubeconfig of the root's embedded cache server, and the root's admin kubeconfig is what
 older kcp non-root shards mount as ``--root-shard-kubeconfig-file``.
 
-Every issued Secret says in its annotations what it was issued for (a digest of the request),
-by which CA (name, uid and resourceVersion of the CA's Secret) and until when, so a pass
-decides from the metadata the watch keeps, without reading any key.
+The forms of a request and of the Secrets it gives are in :mod:`issuance`.
 """
 
 from __future__ import annotations
 
-import base64
-import datetime
-import hashlib
-import ipaddress
-import json
 from dataclasses import dataclass, replace
-from enum import Enum
 
-from kcp_shard_operator.constants import (
-    API_GROUP,
-    CACHE_SERVER_KIND,
-    FIELD_MANAGER,
-    SHARD_API_VERSION,
-    SHARD_KIND,
-)
-from kcp_shard_operator.core import cacheserver
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.issuance import (
+    SHARD_BASE_CONTEXT,
+    Owner,
+    Purpose,
+    Request,
+    client_request,
+    serving_request,
+)
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.pkispec import duration_seconds, url_host
 from kcp_shard_operator.core.refs import LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.service import base_url
 from kcp_shard_operator.core.spec import Shard
@@ -47,85 +39,17 @@ from kcp_shard_operator.core.versions import (
     flag_applies,
 )
 
-ISSUED_LABEL = f"{API_GROUP}/issued"
-"""On every Secret the operator issued; its value is the purpose."""
-REQUEST_ANNOTATION = f"{API_GROUP}/request"
-SIGNED_BY_ANNOTATION = f"{API_GROUP}/signed-by"
-NOT_AFTER_ANNOTATION = f"{API_GROUP}/not-after"
 ADMIN_USER = "kcp-shard-operator"
 ADMIN_GROUP = "system:masters"
 """The group kcp grants everything on a shard; the identity-cache cleanup needs it."""
 LOGICAL_CLUSTER_ADMIN_USER = "logical-cluster-admin"
 LOGICAL_CLUSTER_ADMIN_GROUP = "system:kcp:logical-cluster-admin"
 """kcp's group for creating LogicalClusters on other shards (its bootstrap policy)."""
-SHARD_BASE_CONTEXT = "shard-base"
-"""The context kcp reads from ``--root-shard-kubeconfig-file`` (and the cleanup prefers)."""
-CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
-"""The generated CA lives ten years and is not renewed by the operator (see the README)."""
-TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
-OWNER_NAME_LABELS = {CACHE_SERVER_KIND: cacheserver.NAME}
-"""``app.kubernetes.io/name`` of the Secrets issued for other kinds than Shards."""
 
 
-class Purpose(Enum):
-    """What an issued Secret holds; its label ``kcpshard.dev/issued`` says which."""
-
-    CA = "ca"
-    CLIENT_CA = "client-ca"
-    SERVICE_ACCOUNT_KEY = "service-account-key"
-    SERVING = "serving"
-    KUBECONFIG = "kubeconfig"
-
-
-KEPT_FOREVER = frozenset({Purpose.CA, Purpose.SERVICE_ACCOUNT_KEY})
-"""Never issued again by the operator: a new CA or service-account key would invalidate what
-the old one signed (see the README on rotating them)."""
-
-
-@dataclass(frozen=True)
-class Owner:
-    """The object an issued Secret belongs to (its owner reference)."""
-
-    api_version: str
-    kind: str
-    name: str
-    namespace: str
-    uid: str = ""
-
-    @classmethod
-    def of(cls, shard: Shard) -> Owner:
-        return cls(SHARD_API_VERSION, SHARD_KIND, shard.name, shard.namespace, shard.uid)
-
-
-@dataclass(frozen=True)
-class Request:
-    """One Secret to issue: what it holds, who owns it and how long its certificate lives."""
-
-    secret: str
-    purpose: Purpose
-    owner: Owner
-    common_name: str
-    organization: str | None = None
-    dns_names: tuple[str, ...] = ()
-    ip_addresses: tuple[str, ...] = ()
-    server: str | None = None
-    context: str | None = None
-    lifetime_seconds: int = CA_LIFETIME_SECONDS
-    renew_before_seconds: int = 0
-
-    @property
-    def digest(self) -> str:
-        """What identifies the content: a change of it (a new host name) issues again."""
-        fields = [
-            self.purpose.value,
-            self.common_name,
-            self.organization,
-            list(self.dns_names),
-            list(self.ip_addresses),
-            self.server,
-            self.context,
-        ]
-        return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
+def owner_of(shard: Shard) -> Owner:
+    """``shard`` as the owner of the Secrets issued for it."""
+    return Owner(SHARD_API_VERSION, SHARD_KIND, shard.name, shard.namespace, shard.uid)
 
 
 @dataclass(frozen=True)
@@ -183,44 +107,13 @@ def ca_secret(root: Shard) -> str:
     return ref.name if ref else Names(root.name).ca
 
 
-def _lifetimes(owner: Shard) -> tuple[int, int]:
-    pki = owner.spec.pki
-    return (
-        duration_seconds(pki.certificate_lifetime) or 0,
-        duration_seconds(pki.renew_before) or 0,
-    )
-
-
 def _serving(shard: Shard) -> Request:
-    service = child_name(shard)
-    hosts = [
-        service,
-        f"{service}.{shard.namespace}",
-        f"{service}.{shard.namespace}.svc",
-        f"{service}.{shard.namespace}.svc.cluster.local",
-        "localhost",
-    ]
-    ips = ["127.0.0.1"]
-    for url in (shard.spec.base_url, shard.spec.external_url):
-        host = url_host(url) if url else None
-        if host is None:
-            continue
-        try:
-            ipaddress.ip_address(host)
-        except ValueError:
-            hosts.append(host)
-        else:
-            ips.append(host)
-    lifetime, renew = _lifetimes(shard)
-    return Request(
-        secret=serving_secret(shard),
-        purpose=Purpose.SERVING,
-        owner=Owner.of(shard),
-        common_name=service,
-        dns_names=tuple(dict.fromkeys(hosts)),
-        ip_addresses=tuple(dict.fromkeys(ips)),
-        lifetime_seconds=lifetime,
-        renew_before_seconds=renew,
+    return serving_request(
+        serving_secret(shard),
+        owner_of(shard),
+        shard.spec.pki,
+        child_name(shard),
+        (shard.spec.base_url, shard.spec.external_url),
     )
 
 
@@ -232,17 +125,8 @@ def _kubeconfig(
     user: tuple[str, str] = (ADMIN_USER, ADMIN_GROUP),
 ) -> Request:
     """A kubeconfig of ``user`` (name, group) for ``server``."""
-    lifetime, renew = _lifetimes(owner)
-    return Request(
-        secret=secret,
-        purpose=Purpose.KUBECONFIG,
-        owner=Owner.of(owner),
-        common_name=user[0],
-        organization=user[1],
-        server=server,
-        context=context,
-        lifetime_seconds=lifetime,
-        renew_before_seconds=renew,
+    return client_request(
+        secret, owner_of(owner), owner.spec.pki, user, server=server, context=context
     )
 
 
@@ -335,10 +219,10 @@ def requests(
     spec = shard.spec
     found: list[Request] = []
     if issuing.spec.pki.ca_secret_ref is None:
-        found.append(Request(names.ca, Purpose.CA, Owner.of(issuing), f"{names.root} kcp CA"))
+        found.append(Request(names.ca, Purpose.CA, owner_of(issuing), f"{names.root} kcp CA"))
     if spec.tls.client_ca_secret_ref is None:
         found.append(
-            Request(names.client_ca, Purpose.CLIENT_CA, Owner.of(issuing), "client CA bundle")
+            Request(names.client_ca, Purpose.CLIENT_CA, owner_of(issuing), "client CA bundle")
         )
     if spec.tls.serving_cert_secret_ref is None:
         found.append(_serving(shard))
@@ -347,7 +231,7 @@ def requests(
             Request(
                 names.service_account_key,
                 Purpose.SERVICE_ACCOUNT_KEY,
-                Owner.of(issuing),
+                owner_of(issuing),
                 "service-account signing key",
             )
         )
@@ -420,91 +304,3 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
             root_shard_kubeconfig_secret_ref=spec.root_shard_kubeconfig_secret_ref or root_admin,
         )
     return replace(shard, spec=filled)
-
-
-def _b64(text: str) -> str:
-    return base64.b64encode(text.encode()).decode()
-
-
-def kubeconfig_document(request: Request, ca_pem: str, certificate_pem: str, key_pem: str) -> str:
-    """The kubeconfig of ``request`` (JSON, which every kubeconfig reader takes as YAML)."""
-    context = request.context or SHARD_BASE_CONTEXT
-    user = request.common_name
-    document = {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": context,
-                "cluster": {"server": request.server, "certificate-authority-data": _b64(ca_pem)},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": _b64(certificate_pem),
-                    "client-key-data": _b64(key_pem),
-                },
-            }
-        ],
-        "contexts": [{"name": context, "context": {"cluster": context, "user": user}}],
-        "current-context": context,
-    }
-    return json.dumps(document, indent=2) + "\n"
-
-
-def secret_object(
-    request: Request,
-    data: dict[str, str],
-    secret_type: str,
-    signer: str | None,
-    not_after: datetime.datetime | None,
-) -> JSON:
-    """The issued Secret holding ``data`` (encoded here), owned by the request's owner."""
-    owner = request.owner
-    annotations = {REQUEST_ANNOTATION: request.digest}
-    if not_after is not None:
-        annotations[NOT_AFTER_ANNOTATION] = not_after.strftime(TIME_FORMAT)
-    if signer is not None:
-        annotations[SIGNED_BY_ANNOTATION] = signer
-    meta: JSON = {
-        "name": request.secret,
-        "namespace": owner.namespace,
-        "labels": {
-            "app.kubernetes.io/name": OWNER_NAME_LABELS.get(owner.kind, "kcp"),
-            "app.kubernetes.io/instance": owner.name,
-            "app.kubernetes.io/part-of": "kcp",
-            "app.kubernetes.io/managed-by": FIELD_MANAGER,
-            ISSUED_LABEL: request.purpose.value,
-        },
-        "annotations": annotations,
-    }
-    if owner.uid:
-        meta["ownerReferences"] = [
-            {
-                "apiVersion": owner.api_version,
-                "kind": owner.kind,
-                "name": owner.name,
-                "uid": owner.uid,
-            }
-        ]
-    return {
-        "apiVersion": "v1",
-        "kind": "Secret",
-        "metadata": meta,
-        "type": secret_type,
-        "data": {key: _b64(value) for key, value in data.items()},
-    }
-
-
-def certificates_status(secrets: list[JSON]) -> list[JSON]:
-    """``status.certificates``: each issued Secret the Shard mounts or is reached with, and
-    when its certificate expires (sorted by Secret)."""
-    found = []
-    for secret in secrets:
-        meta = secret.get("metadata") or {}
-        not_after = (meta.get("annotations") or {}).get(NOT_AFTER_ANNOTATION)
-        if not_after:
-            found.append({"secret": meta.get("name"), "notAfter": not_after})
-    return sorted(found, key=lambda entry: str(entry["secret"]))

@@ -13,6 +13,32 @@ DEFAULT_CERTIFICATE_LIFETIME = "8760h"
 DEFAULT_RENEW_BEFORE = "720h"
 
 
+def lifetime_field(kind: str) -> str:
+    """``certificateLifetime`` of a spec's ``pki`` (the same on every kind)."""
+    result: str = field(
+        "certificateLifetime",
+        f"Lifetime of the certificates issued for this {kind} (hours, minutes, seconds as in "
+        "8760h or 90m; at least 10m).",
+        default=DEFAULT_CERTIFICATE_LIFETIME,
+        pattern=DURATION_PATTERN,
+        maxLength=32,
+    )
+    return result
+
+
+def renew_before_field() -> str:
+    """``renewBefore`` of a spec's ``pki`` (the same on every kind)."""
+    result: str = field(
+        "renewBefore",
+        "How long before expiry a certificate is issued again (shorter than "
+        "certificateLifetime); the pods that mount it roll.",
+        default=DEFAULT_RENEW_BEFORE,
+        pattern=DURATION_PATTERN,
+        maxLength=32,
+    )
+    return result
+
+
 @dataclass(frozen=True)
 class PKISpec:
     """Certificates and kubeconfigs the operator issues for what the Shard leaves unset."""
@@ -31,22 +57,8 @@ class PKISpec:
         "installation's certificates instead of one the operator generates (<root>-kcp-ca).",
         default=None,
     )
-    certificate_lifetime: str = field(
-        "certificateLifetime",
-        "Lifetime of the certificates issued for this Shard (hours, minutes, seconds as in "
-        "8760h or 90m; at least 10m).",
-        default=DEFAULT_CERTIFICATE_LIFETIME,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
-    renew_before: str = field(
-        "renewBefore",
-        "How long before expiry a certificate is issued again (shorter than "
-        "certificateLifetime); the pods that mount it roll.",
-        default=DEFAULT_RENEW_BEFORE,
-        pattern=DURATION_PATTERN,
-        maxLength=32,
-    )
+    certificate_lifetime: str = lifetime_field("Shard")
+    renew_before: str = renew_before_field()
 
 
 URL_PATTERN = r"^https://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?(/[^\s]*)?$"

@@ -8,8 +8,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from kcp_shard_operator.constants import FIELD_MANAGER
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.pki import (
+from kcp_shard_operator.core.issuance import (
     ISSUED_LABEL,
     KEPT_FOREVER,
     NOT_AFTER_ANNOTATION,
@@ -19,6 +18,7 @@ from kcp_shard_operator.core.pki import (
     Purpose,
     Request,
 )
+from kcp_shard_operator.core.model import JSON
 
 LIFETIME_SLACK = datetime.timedelta(minutes=1)
 """A certificate outliving the spec's lifetime by more than this is issued again at once."""

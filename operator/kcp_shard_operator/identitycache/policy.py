@@ -16,8 +16,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from urllib.parse import quote
 
+from kcp_shard_operator.core.issuance import SHARD_BASE_CONTEXT
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.pki import ADMIN_GROUP, SHARD_BASE_CONTEXT
+from kcp_shard_operator.core.pki import ADMIN_GROUP
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import IDENTITY_CACHE_CLEANED, Condition, condition
 from kcp_shard_operator.core.versions import Version, parse_or_none

@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kcp_shard_operator.core.pki import Purpose, Request
+from kcp_shard_operator.core.issuance import Purpose, Request
 
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 """Certificates are valid from a little before now, for clocks a little behind."""
