@@ -12,6 +12,7 @@ from typing import Any
 
 from kcp_shard_operator.controller.context import Context, Settings
 from kcp_shard_operator.controller.reconcile import reconcile
+from kcp_shard_operator.core.frontproxystatus import Route
 from kcp_shard_operator.core.health import Failure, Probe, ProbeTarget, Registered
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.status import DEPLOYMENT_REVISION, Event
@@ -209,6 +210,13 @@ class Effects:
     probed: list[ProbeTarget] = field(default_factory=list)
     events: list[tuple[str, Event]] = field(default_factory=list)
     now: float = 1000.0
+    route_answer: Route = field(default_factory=lambda: Route(True, "Routed", "1 shard(s) listed"))
+    routed: list[tuple[bytes, str]] = field(default_factory=list)
+
+    def route(self, kubeconfig: bytes, url: str) -> Route:
+        """A read through a front-proxy: ``route_answer``."""
+        self.routed.append((kubeconfig, url))
+        return self.route_answer
 
     def clean(self, kubeconfig: bytes) -> Outcome:
         self.cleaned.append(kubeconfig)
@@ -234,6 +242,7 @@ def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = T
         post=effects.post,
         clean=effects.clean,
         probe=effects.probe,
+        route=effects.route,
         clock=effects.clock,
     )
     for (kind, _, _), obj in kube.objects.items():
@@ -249,9 +258,12 @@ def secret(name: str, **data: str) -> JSON:
 SECRETS = (secret("cache", kubeconfig="Y2FjaGU="), secret("root-admin", kubeconfig="cm9vdA=="))
 
 
+READY_STATUS = {"conditions": [{"type": "Ready", "status": "True", "reason": "RolledOut"}]}
+
+
 def rolled_out(shard: JSON) -> JSON:
-    """``shard`` with its spec version rolled out, as its status says."""
-    return {**shard, "status": {"version": shard["spec"]["version"]}}
+    """``shard`` with its spec version rolled out and Ready, as its status says."""
+    return {**shard, "status": {"version": shard["spec"]["version"], **READY_STATUS}}
 
 
 def run(ctx: Context, *names: str) -> None:

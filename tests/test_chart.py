@@ -64,6 +64,7 @@ def test_install_yaml_holds_namespace_crds_rbac_and_operator() -> None:
     assert crds == {
         "shards.kcpshard.dev",
         "cacheservers.kcpshard.dev",
+        "frontproxies.kcpshard.dev",
         "clusterkopfpeerings.kopf.dev",
         "kopfpeerings.kopf.dev",
     }

@@ -32,8 +32,18 @@ def test_samples_render_to_golden_with_the_issued_secrets(
 ) -> None:
     _rendered(ROOT / "manifests" / "samples", GOLDEN / "samples.yaml", capsys)
     out = (GOLDEN / "samples.yaml").read_text(encoding="utf-8")
-    for secret in ("root-kcp-serving", "root-kcp-client-ca", "root-kcp-cache-kubeconfig"):
+    for secret in (
+        "root-kcp-serving",
+        "root-kcp-client-ca",
+        "cache-cache-kubeconfig",
+        "root-kcp-requestheader-client-ca",
+        "root-kcp-external-logical-cluster-admin-kubeconfig",
+        "kcp-front-proxy-serving",
+        "kcp-front-proxy-requestheader",
+        "kcp-front-proxy-kubeconfig",
+    ):
         assert f"secretName: {secret}" in out
+    assert out.count("--shard-external-url=https://kcp-front-proxy.kcp-samples.svc:6443") == 2
 
 
 def test_examples_render_to_golden(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,12 +62,18 @@ def test_the_cache_server_example_runs_the_kcp_the_kind_images_are_built_from() 
 
 
 def test_the_samples_run_the_kcp_the_kind_images_are_built_from() -> None:
-    """``CLUSTER=kind make demo`` applies the samples as they are: their version must be the
-    one ``hack/image.sh kcp`` builds and tags as the Shards' default image."""
+    """``CLUSTER=kind make demo`` applies the samples as they are: a whole installation, whose
+    version must be the one ``hack/image.sh kcp`` builds and tags as the default image."""
     pinned = pinned_version("KCP_VERSION").removeprefix("v")
+    cache = {"cache": {"serverRef": {"name": "cache"}}}
+    kinds = []
     for sample in sorted((ROOT / "manifests" / "samples").glob("*.yaml")):
         for document in yaml.safe_load_all(sample.read_text(encoding="utf-8")):
-            if document["kind"] == "Shard":
-                spec = dict(document["spec"])
-                assert spec.pop("version") == pinned, sample.name
-                assert spec in ({}, {"rootShardRef": {"name": "root"}}), sample.name
+            kinds.append(document["kind"])
+            if "spec" not in document:
+                continue
+            spec = dict(document["spec"])
+            assert spec.pop("version") == pinned, sample.name
+            root = {"rootShardRef": {"name": "root"}}
+            assert spec in ({}, cache, root, {**root, **cache}), sample.name
+    assert kinds == ["Namespace", "CacheServer", "Shard", "Shard", "FrontProxy"]

@@ -25,12 +25,13 @@ from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
+from .fake_kube import READY_STATUS
 
 
 def root_with(version: str | None, spec_version: str = "0.34.0") -> Shard:
     obj = shard_object(version=spec_version)
     if version:
-        obj["status"] = {"version": version}
+        obj["status"] = {"version": version, **READY_STATUS}
     return make(obj)
 
 

@@ -4,10 +4,10 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.deployment import secret_names
 from kcp_shard_operator.core.kcpargs import SPEC_FIELDS
 from kcp_shard_operator.core.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.podtemplate import secret_names
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.versions import Version

@@ -315,6 +315,7 @@ def test_storage_classes_are_listed_once_for_many_pending_claims_then_again_late
 
 SHARD = ("Shard", "kcpshard.dev/v1alpha1")
 CACHE = ("CacheServer", "kcpshard.dev/v1alpha1")
+PROXY = ("FrontProxy", "kcpshard.dev/v1alpha1")
 
 
 @pytest.mark.parametrize(
@@ -328,6 +329,7 @@ CACHE = ("CacheServer", "kcpshard.dev/v1alpha1")
         ({"ownerReferences": [{"kind": "Shard", "apiVersion": SHARD[1], "name": "a"}]}, CACHE, []),
         ({"labels": {"app.kubernetes.io/instance": "b"}}, SHARD, ["b"]),
         ({"labels": {"app.kubernetes.io/instance": "b"}}, CACHE, []),
+        ({"labels": {"app.kubernetes.io/instance": "b"}}, PROXY, []),
         (
             {
                 "labels": {

@@ -95,10 +95,10 @@ or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards", "cacheservers"]
+  resources: ["shards", "cacheservers", "frontproxies"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards/status", "cacheservers/status"]
+  resources: ["shards/status", "cacheservers/status", "frontproxies/status"]
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
@@ -114,6 +114,11 @@ or one Role per watched namespace.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The front-proxies' path mappings: written by the operator (server-side apply), gone with
+# their FrontProxy (owner reference).
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]

@@ -1,7 +1,9 @@
-"""``kcp-shard-operator kubeconfig``: print the admin kubeconfig of a Shard's kcp.
+"""``kcp-shard-operator kubeconfig``: print the admin kubeconfig of a Shard's kcp, or the users'
+admin kubeconfig of a FrontProxy.
 
-The Secret is ``spec.adminKubeconfigSecretRef`` when set, else the one the operator issues
-(``<shard>-kcp-admin-kubeconfig``). Errors are one line on stderr; no message quotes the
+For a Shard the Secret is ``spec.adminKubeconfigSecretRef`` when set, else the one the operator
+issues (``<shard>-kcp-admin-kubeconfig``); for a FrontProxy the issued
+``<name>-front-proxy-admin-kubeconfig``. Errors are one line on stderr; no message quotes the
 kubeconfig, which holds a private key.
 """
 
@@ -15,11 +17,17 @@ from typing import Any
 
 import yaml
 
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core import model
+from kcp_shard_operator.constants import (
+    FRONT_PROXY_API_VERSION,
+    FRONT_PROXY_KIND,
+    SHARD_API_VERSION,
+    SHARD_KIND,
+)
+from kcp_shard_operator.core import frontproxy, model
+from kcp_shard_operator.core.frontproxyspec import parse_front_proxy
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.pki import admin_kubeconfig_secret, issues_client_certificates
-from kcp_shard_operator.core.refs import SecretKeyRef
+from kcp_shard_operator.core.refs import KUBECONFIG_KEY, SecretKeyRef
 from kcp_shard_operator.core.spec import Shard, ShardSpec
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
@@ -33,13 +41,20 @@ DEFAULT_NAMESPACE = "default"
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "kubeconfig",
-        help="print the admin kubeconfig of a Shard",
+        help="print the admin kubeconfig of a Shard or FrontProxy",
         description=(
             "Print the admin kubeconfig (system:masters) of a Shard's kcp: the Secret of "
-            "spec.adminKubeconfigSecretRef, else the one the operator issued."
+            "spec.adminKubeconfigSecretRef, else the one the operator issued. With "
+            "--front-proxy, the users' admin kubeconfig (system:kcp:admin, every workspace) "
+            "the operator issued for a FrontProxy."
         ),
     )
-    parser.add_argument("shard", metavar="SHARD", help="name of the Shard")
+    parser.add_argument("shard", metavar="NAME", help="name of the Shard (or FrontProxy)")
+    parser.add_argument(
+        "--front-proxy",
+        action="store_true",
+        help="NAME is a FrontProxy: its issued admin kubeconfig, for kcp through the front-proxy",
+    )
     parser.add_argument(
         "-n",
         "--namespace",
@@ -98,6 +113,31 @@ def _read(kube: Kube, namespace: str, name: str) -> tuple[str, bytes]:
     return f"{where} key {secret.key!r}", value
 
 
+def _read_front_proxy(kube: Kube, namespace: str, name: str) -> tuple[str, bytes]:
+    """The users' admin kubeconfig of the FrontProxy ``namespace/name``, and where it is."""
+    obj = kube.get(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace, name)
+    if obj is None:
+        raise SystemExit(f"error: FrontProxy {namespace}/{name} not found")
+    try:
+        proxy = parse_front_proxy(obj)
+    except SpecError as err:
+        raise SystemExit(f"error: FrontProxy {namespace}/{name}: {err}") from None
+    if not proxy.spec.pki.issue:
+        raise SystemExit(
+            f"error: FrontProxy {namespace}/{name}: spec.pki.issue is false, so the operator "
+            "issues no kubeconfig"
+        )
+    where = f"Secret {namespace}/{frontproxy.admin_kubeconfig_secret(proxy)}"
+    value = (kube.secret_data(namespace, frontproxy.admin_kubeconfig_secret(proxy)) or {}).get(
+        KUBECONFIG_KEY
+    )
+    if value is None:
+        raise SystemExit(
+            f"error: {where} not found: the operator issues it once the root shard is Ready"
+        )
+    return f"{where} key {KUBECONFIG_KEY!r}", value
+
+
 def _kubeconfig(where: str, raw: bytes, server: str | None) -> dict[str, Any]:
     """``raw`` parsed, with ``server`` in every cluster when given."""
     try:
@@ -135,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
     except KubeconfigError as err:
         raise SystemExit(f"error: --server: {err}") from None
     try:
-        where, raw = _read(Kube(credentials.load()), args.namespace, args.shard)
+        read = _read_front_proxy if args.front_proxy else _read
+        where, raw = read(Kube(credentials.load()), args.namespace, args.shard)
     except CredentialsError as err:
         raise SystemExit(f"error: {err}") from None
     except APIError as err:

@@ -11,13 +11,18 @@ from typing import Any
 import yaml
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.core.cacheserver import render_cache_server
 from kcp_shard_operator.core.documents import (
     ShardProblem,
     load_cache_servers,
+    load_front_proxies,
     load_shards,
+    named,
     root_of,
 )
+from kcp_shard_operator.core.frontproxy import render_front_proxy, serving
+from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.pki import with_issued
 from kcp_shard_operator.core.render import render_shard
@@ -27,10 +32,11 @@ from kcp_shard_operator.core.versions import InvalidVersionError
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "render",
-        help="print the objects of each Shard and CacheServer, offline",
-        description="Render Shards and CacheServers offline into the objects the operator "
-        "applies (CacheServers first, as they roll first). The "
-        "Secrets the operator would issue (spec.pki) are referenced, not printed.",
+        help="print the objects of each Shard, CacheServer and FrontProxy, offline",
+        description="Render Shards, CacheServers and FrontProxies offline into the objects "
+        "the operator applies, in the order they roll out (CacheServers, Shards, "
+        "FrontProxies). The Secrets the operator would issue (spec.pki) are referenced, not "
+        "printed.",
     )
     parser.add_argument(
         "-f",
@@ -38,7 +44,8 @@ def register(commands: Any) -> None:
         action="append",
         required=True,
         type=Path,
-        help="YAML file with Shard and CacheServer objects (repeatable; '-' for standard input)",
+        help="YAML file with Shard, CacheServer and FrontProxy objects (repeatable; '-' for "
+        "standard input)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
@@ -70,6 +77,10 @@ def dump_all(documents: list[dict[str, Any]]) -> str:
     return yaml.dump_all(documents, Dumper=_Dumper, sort_keys=False)
 
 
+def proxy_label(proxy: FrontProxy) -> str:
+    return f"{proxy.namespace}/{proxy.name}"
+
+
 def _read(path: Path) -> str:
     return sys.stdin.read() if str(path) == "-" else path.read_text(encoding="utf-8")
 
@@ -80,20 +91,26 @@ def run(args: argparse.Namespace) -> int:
         texts = [_read(path) for path in args.filename]
         shards, problems = load_shards(texts, release)
         caches, cache_problems = load_cache_servers(texts)
+        proxies, proxy_problems = load_front_proxies(texts)
     except (InvalidVersionError, OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    problems += cache_problems
+    problems += cache_problems + proxy_problems
     documents: list[dict[str, Any]] = []
     for cache in caches:
         documents.extend(render_cache_server(cache).objects)
     for shard in shards:
         try:
             root = root_of(shard, shards)
-            filled_root = None if root is None else with_issued(root, None)
+            ref = shard.spec.root_shard_ref
+            proxy = serving(
+                (p for p in proxies if p.namespace == shard.namespace),
+                ref.name if ref else shard.name,
+            )
+            filled_root = None if root is None else with_issued(root, None, proxy=proxy)
             # As for a new Shard: one that runs without the installation's service-account
             # key never gets it (its tokens would no longer verify).
-            filled = with_issued(shard, root, service_account_key=True)
+            filled = with_issued(shard, root, service_account_key=True, proxy=proxy)
             rendered = render_shard(filled, filled_root, release)
         except SpecError as err:
             problems.append(ShardProblem(shard.key, str(err)))
@@ -105,6 +122,16 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         documents.extend(rendered.objects)
+    for proxy in proxies:
+        root = named(proxy.spec.root_shard_ref.name, proxy.namespace, shards)
+        if root is None:
+            message = f"root Shard {proxy.spec.root_shard_ref.name!r} not found"
+            problems.append(ShardProblem(proxy_label(proxy), message, FRONT_PROXY_KIND))
+            continue
+        try:
+            documents.extend(render_front_proxy(proxy, root, release).objects)
+        except SpecError as err:
+            problems.append(ShardProblem(proxy_label(proxy), str(err), FRONT_PROXY_KIND))
     if documents:
         sys.stdout.write(dump_all(documents))
     for problem in problems:

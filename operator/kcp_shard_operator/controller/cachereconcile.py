@@ -7,7 +7,7 @@ import datetime
 from kcp_shard_operator.constants import CACHE_SERVER_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
 from kcp_shard_operator.controller.context import Context, Logger
-from kcp_shard_operator.controller.reads import read, read_cache_server
+from kcp_shard_operator.controller.reads import labelled_pods, read, read_cache_server
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core import cachepki
 from kcp_shard_operator.core.cacheserver import (
@@ -127,15 +127,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         if event is not None:
             ctx.announce(obj, event)
     deployment = observed.get("Deployment")
-    wanted = selector_labels(cache).items()
     pods = (
         []
         if deployment is None or rollout_complete(deployment)
-        else ctx.store.select(
-            "Pod",
-            namespace,
-            lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
-        )
+        else labelled_pods(ctx, namespace, selector_labels(cache))
     )
     seen = CacheObservation(
         deployment=deployment,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reads import read
 from kcp_shard_operator.core import issuance, pki, renewal
+from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import Shard
@@ -33,25 +34,32 @@ PURPOSES = {
 }
 
 
+Change = tuple[issuance.Request, renewal.Verdict, JSON]
+"""A Secret issued or renewed: the request, why, and the Secret as written."""
+
+
 @dataclass
 class Issued:
-    """What issuing did: what went wrong (reason, message), the Events to post and
-    ``status.certificates``."""
+    """What issuing did: what went wrong (reason, message), the Secrets it issued or renewed
+    and ``status.certificates``."""
 
     problems: list[tuple[str, str]] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
     certificates: list[JSON] = field(default_factory=list)
 
+    @property
+    def events(self) -> list[Event]:
+        """One Event for what was issued and one for what was renewed, each naming every
+        Secret with its expiry (and why it was renewed)."""
+        return _events(self.changes)
 
-@dataclass
-class Issuance:
-    """What the step did: the Shard with the issued references filled in, what went wrong
-    (reason, message), the Events to post and ``status.certificates``."""
-
-    shard: Shard
-    problems: list[tuple[str, str]] = field(default_factory=list)
-    events: list[Event] = field(default_factory=list)
-    certificates: list[JSON] = field(default_factory=list)
+    def add(self, other: Issued) -> None:
+        """Fold in what issuing with another CA did in the same pass."""
+        self.problems += other.problems
+        self.changes += other.changes
+        self.certificates = sorted(
+            [*self.certificates, *other.certificates], key=lambda entry: str(entry["secret"])
+        )
 
 
 @dataclass
@@ -63,40 +71,39 @@ class _Signer:
     ca: x509.CA | None = None
 
 
-def issue(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Issuance:
-    """Issue what ``shard`` leaves unset; the Shard as the rest of the pass renders it."""
+def issue(
+    ctx: Context,
+    shard: Shard,
+    root: Shard | None,
+    logger: Logger,
+    proxy: FrontProxy | None = None,
+) -> tuple[Shard, Issued]:
+    """Issue what ``shard`` leaves unset: the Shard as the rest of the pass renders it, and
+    what issuing did. ``proxy`` is the FrontProxy of its installation (None: none)."""
     release = ctx.settings.deprecating_release
     deployment = read(ctx, "apps/v1", "Deployment", shard.namespace, child_name(shard))
     key = pki.takes_service_account_key(shard, root, deployment)
-    requests = pki.requests(shard, root, release, service_account_key=key)
-    done = Issuance(pki.with_issued(shard, root, service_account_key=key))
-    done.problems += [(NOT_ISSUED, why) for why in pki.not_issued(done.shard, root, release)]
-    if not requests:
-        return done
+    requests = pki.requests(shard, root, release, service_account_key=key, proxy=proxy)
+    trust = pki.trust_requests(shard, root, proxy)
+    filled = pki.with_issued(shard, root, service_account_key=key, proxy=proxy)
+    done = Issued([(NOT_ISSUED, why) for why in pki.not_issued(filled, root, release)])
+    if not requests and not trust:
+        return filled, done
     installation_root = pki.installation_root(shard, root)
     assert installation_root is not None, "requests are made only within an installation"
-    # Passes over Shards of one installation issue one at a time: the second finds the CA
-    # the first created instead of racing it to a conflict.
+    # Passes over one installation issue one at a time: the second finds the CA the first
+    # created instead of racing it to a conflict.
     with ctx.lock(shard.namespace, f"{installation_root.name}/pki"):
-        _issue(ctx, shard, installation_root, requests, done, logger)
-    return done
-
-
-def _issue(
-    ctx: Context,
-    shard: Shard,
-    installation_root: Shard,
-    requests: list[issuance.Request],
-    done: Issuance,
-    logger: Logger,
-) -> None:
-    ca_name = pki.ca_secret(installation_root)
-    user_ca = installation_root.spec.pki.ca_secret_ref is not None
-    where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
-    found = issue_requests(ctx, shard.namespace, ca_name, where, requests, logger)
-    done.problems += found.problems
-    done.events += found.events
-    done.certificates = found.certificates
+        ca_name = pki.ca_secret(installation_root)
+        user_ca = installation_root.spec.pki.ca_secret_ref is not None
+        where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
+        done.add(issue_requests(ctx, shard.namespace, ca_name, where, requests, logger))
+        if trust:
+            names = pki.Names(installation_root.name)
+            done.add(
+                issue_requests(ctx, shard.namespace, names.requestheader_ca, None, trust, logger)
+            )
+    return filled, done
 
 
 def issue_requests(
@@ -118,7 +125,7 @@ def issue_requests(
         return done
     now = ctx.wall_clock()
     issued: list[JSON] = []
-    changes: list[tuple[issuance.Request, renewal.Verdict, JSON]] = []
+    changes: list[Change] = []
     for request in requests:
         live = read(ctx, "v1", "Secret", namespace, request.secret)
         signed_by = None if request.purpose in issuance.KEPT_FOREVER else _signer_id(signer)
@@ -145,7 +152,7 @@ def issue_requests(
             signer.meta = written
         changes.append((request, verdict, written))
         logger.info("%s Secret %s (%s)", PAST[verdict.action], request.secret, verdict.why)
-    done.events += _events(changes)
+    done.changes = changes
     done.certificates = issuance.certificates_status(issued)
     return done
 
@@ -236,9 +243,7 @@ def _leaf(
     )
 
 
-def _events(changes: list[tuple[issuance.Request, renewal.Verdict, JSON]]) -> list[Event]:
-    """One Event per pass for what it issued and one for what it renewed, each naming every
-    Secret with its expiry (and why it was renewed)."""
+def _events(changes: list[Change]) -> list[Event]:
     lines: dict[renewal.Action, list[str]] = {}
     for request, verdict, written in changes:
         not_after = ((written.get("metadata") or {}).get("annotations") or {}).get(

@@ -17,11 +17,12 @@ import kopf
 
 from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.frontproxystatus import Route
 from kcp_shard_operator.core.health import Probe, ProbeTarget
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.status import Event
 from kcp_shard_operator.core.versions import Version
-from kcp_shard_operator.health.probe import probe_shard
+from kcp_shard_operator.health.probe import probe_front_proxy, probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome
 from kcp_shard_operator.issuer.x509 import CA
@@ -97,6 +98,10 @@ class Context:
     probe: Callable[[ProbeTarget], Probe] = probe_shard
     """Ask kcp whether a shard is ready, still holds its data and is registered on its root."""
     probes: dict[str, Asked] = field(default_factory=dict)
+    route: Callable[[bytes, str], Route] = probe_front_proxy
+    """Read through a front-proxy (its admin kubeconfig, its Service URL)."""
+    routes: dict[str, tuple[float, Route]] = field(default_factory=dict)
+    """Per FrontProxy: when to ask through it again, and what it gave last."""
     rolled_out: dict[str, str] = field(default_factory=dict)
     """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.
     In memory only: after a restart, a rollout may be announced once more."""

@@ -1,4 +1,5 @@
-"""Passes one change calls for beyond its own Shard: a root's dependents, a Secret's users."""
+"""Passes one change calls for beyond its own object: a root's dependents and FrontProxies, a
+FrontProxy's installation, a Secret's users."""
 
 from __future__ import annotations
 
@@ -7,10 +8,13 @@ from typing import Any
 
 from kcp_shard_operator.constants import CACHE_SERVER_KIND, SHARD_KIND
 from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
+from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.reconcile import reconcile
 from kcp_shard_operator.core import cachepki, pki
 from kcp_shard_operator.core.cacheserver import serving_secret
 from kcp_shard_operator.core.cachespec import parse_cache_server
+from kcp_shard_operator.core.frontproxy import mounted, serving
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import parse_shard
 
@@ -38,14 +42,45 @@ def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
             shards[body["metadata"]["name"]] = parse_shard(body, ctx.settings.deprecating_release)
         except SpecError:
             continue
+    proxies = front_proxies(ctx, namespace)
     names = []
     for shard in shards.values():
         ref = shard.spec.root_shard_ref
         root = shard if ref is None else shards.get(ref.name)
-        filled = pki.with_issued(shard, root)
+        proxy = serving(proxies, ref.name if ref else shard.name)
+        filled = pki.with_issued(shard, root, proxy=proxy)
         if secret in filled.spec.secret_names or (root and secret == pki.ca_secret(root)):
             names.append(shard.name)
     return names
+
+
+def front_proxies_using(ctx: Context, namespace: str, secret: str) -> list[str]:
+    """FrontProxies of ``namespace`` that mount Secret ``secret`` or whose certificates a CA
+    in it signs (the installation's, or its requestheader CA)."""
+    names = []
+    for proxy in front_proxies(ctx, namespace):
+        root = proxy.spec.root_shard_ref.name
+        installation = pki.Names(root)
+        try:
+            mounted_secrets = mounted(proxy).secrets
+        except SpecError:
+            mounted_secrets = []
+        if secret in (*mounted_secrets, installation.ca, installation.requestheader_ca):
+            names.append(proxy.name)
+    return names
+
+
+def front_proxies_of(
+    ctx: Context, namespace: str, shard: str, spec: Mapping[str, Any]
+) -> list[str]:
+    """FrontProxies serving the installation of Shard ``shard`` (whose spec is ``spec``):
+    they start and roll after its shards."""
+    root = (spec.get("rootShardRef") or {}).get("name") or shard
+    return [
+        proxy.name
+        for proxy in front_proxies(ctx, namespace)
+        if proxy.spec.root_shard_ref.name == root
+    ]
 
 
 def shards_using_cache_server(ctx: Context, namespace: str, cache_server: str) -> list[str]:
@@ -80,11 +115,22 @@ def reconcile_with_dependents(
     ctx: Context, namespace: str, name: str, spec: Mapping[str, Any], logger: Logger
 ) -> None:
     """A pass over the Shard; after a root's (its ``spec`` names no root), one over each
-    Shard that names it as root, whose pass depends on the root (its rolled-out version)."""
+    Shard that names it as root, whose pass depends on the root (its rolled-out version);
+    then one over each FrontProxy of the installation, which waits for its shards."""
     reconcile(ctx, namespace, name, logger)
     if not spec.get("rootShardRef"):
         for dependent in dependents(ctx, namespace, name):
             reconcile(ctx, namespace, dependent, logger)
+    for proxy in front_proxies_of(ctx, namespace, name, spec):
+        reconcile_front_proxy(ctx, namespace, proxy, logger)
+
+
+def reconcile_installation(ctx: Context, namespace: str, root: str, logger: Logger) -> None:
+    """A pass over each Shard of root shard ``root``'s installation, the root first: what
+    they render depends on the installation's FrontProxy."""
+    reconcile(ctx, namespace, root, logger)
+    for dependent in dependents(ctx, namespace, root):
+        reconcile(ctx, namespace, dependent, logger)
 
 
 def reconcile_referencing(ctx: Context, namespace: str, secret: str, logger: Logger) -> None:

@@ -14,6 +14,9 @@ from kcp_shard_operator.constants import (
     CACHE_SERVER_KIND,
     CACHE_SERVER_PLURAL,
     FIELD_MANAGER,
+    FRONT_PROXY_API_VERSION,
+    FRONT_PROXY_KIND,
+    FRONT_PROXY_PLURAL,
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -22,10 +25,13 @@ from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.fanout import (
     cache_servers_using,
+    front_proxies_using,
+    reconcile_installation,
     reconcile_referencing,
     reconcile_with_dependents,
     shards_using_cache_server,
 )
+from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
 from kcp_shard_operator.controller.reconcile import CHILD_KINDS, reconcile
 from kcp_shard_operator.core.cacheserver import NAME as CACHE_SERVER_NAME
 from kcp_shard_operator.core.meta import INSTANCE_LABEL, NAME_LABEL
@@ -33,6 +39,9 @@ from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.kube import credentials
 
 RESYNC_SECONDS = 30.0
+RETAINED_CLAIMS = {CACHE_SERVER_NAME: CACHE_SERVER_KIND, "kcp": SHARD_KIND}
+"""The kind of the owner of a claim that has no owner reference, by its name label (a Shard
+where it has none)."""
 FINALIZER = f"{API_GROUP}/finalizer"
 
 
@@ -101,6 +110,40 @@ def on_cache_server_event(
         reconcile(ctx, namespace, shard, logger)
 
 
+def on_front_proxy_event(
+    *,
+    type: str,
+    body: kopf.Body,
+    spec: kopf.Spec,
+    meta: kopf.Meta,
+    namespace: str | None,
+    name: str,
+    memo: Any,
+    logger: Logger,
+    **_: Any,
+) -> None:
+    """A pass over the FrontProxy, then over the Shards of its installation: they trust it,
+    advertise its URL and reach LogicalClusters through it (also once it is deleted)."""
+    ctx = _context(memo)
+    _remember(ctx, FRONT_PROXY_KIND, type, body)
+    if namespace is None:
+        return
+    if type != "DELETED":
+        if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
+            return
+        reconcile_front_proxy(ctx, namespace, name, logger)
+    root = (spec.get("rootShardRef") or {}).get("name")
+    if root:
+        reconcile_installation(ctx, namespace, str(root), logger)
+
+
+def on_front_proxy_timer(
+    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
+) -> None:
+    if namespace is not None:
+        reconcile_front_proxy(_context(memo), namespace, name, logger)
+
+
 def on_cache_server_timer(
     *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
 ) -> None:
@@ -131,6 +174,8 @@ def on_child_event(
         return
     for cache in _owners(meta, CACHE_SERVER_KIND, CACHE_SERVER_API_VERSION):
         reconcile_cache_server(ctx, namespace, cache, logger)
+    for proxy in _owners(meta, FRONT_PROXY_KIND, FRONT_PROXY_API_VERSION):
+        reconcile_front_proxy(ctx, namespace, proxy, logger)
     for shard in _owners(meta, SHARD_KIND, SHARD_API_VERSION):
         reconcile(ctx, namespace, shard, logger)
 
@@ -148,8 +193,8 @@ def _owners(meta: kopf.Meta, kind: str, api_version: str) -> list[str]:
         return owners
     labels = meta.get("labels") or {}
     instance = labels.get(INSTANCE_LABEL)
-    is_cache = labels.get(NAME_LABEL) == CACHE_SERVER_NAME
-    return [instance] if instance and is_cache == (kind == CACHE_SERVER_KIND) else []
+    owner_kind = RETAINED_CLAIMS.get(str(labels.get(NAME_LABEL, "kcp")))
+    return [instance] if instance and owner_kind == kind else []
 
 
 def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
@@ -178,6 +223,8 @@ def on_secret_event(
         return
     for cache in cache_servers_using(ctx, namespace, name):
         reconcile_cache_server(ctx, namespace, cache, logger)
+    for proxy in front_proxies_using(ctx, namespace, name):
+        reconcile_front_proxy(ctx, namespace, proxy, logger)
     reconcile_referencing(ctx, namespace, name, logger)
 
 
@@ -234,8 +281,19 @@ def register(registry: kopf.OperatorRegistry) -> None:
         registry=registry,
     )
     cache_timer(on_cache_server_timer)
+    proxies = kopf.on.event(API_GROUP, API_VERSION, FRONT_PROXY_PLURAL, registry=registry)
+    proxies(on_front_proxy_event)
+    proxy_timer = kopf.timer(
+        API_GROUP,
+        API_VERSION,
+        FRONT_PROXY_PLURAL,
+        interval=RESYNC_SECONDS,
+        initial_delay=RESYNC_SECONDS,
+        registry=registry,
+    )
+    proxy_timer(on_front_proxy_timer)
     managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
-    for api_version, _, plural in CHILD_KINDS:
+    for api_version, _, plural in (*CHILD_KINDS, ("v1", "ConfigMap", "configmaps")):
         watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
         watch(on_child_event)
     kopf.on.event("v1", "pods", labels=managed, registry=registry)(on_pod_event)

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
     CACHE_SERVER_KIND,
+    FRONT_PROXY_API_VERSION,
+    FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
 )
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
 from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
+from kcp_shard_operator.core.frontproxy import serving
+from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.meta import selector_labels
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.spec import Shard, parse_shard
@@ -65,11 +71,52 @@ def cache_server_of(ctx: Context, shard: Shard) -> CacheServer | None:
         return None
 
 
-def pods(ctx: Context, shard: Shard) -> list[JSON]:
-    """The shard's pods as the pod watch last delivered them."""
-    wanted = selector_labels(shard).items()
+def read_front_proxy(ctx: Context, namespace: str, name: str) -> JSON | None:
+    return read(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace, name)
+
+
+def front_proxies(ctx: Context, namespace: str) -> list[FrontProxy]:
+    """The valid FrontProxies of ``namespace`` the watch delivered."""
+    found = []
+    for body in ctx.store.select(FRONT_PROXY_KIND, namespace, lambda _: True):
+        try:
+            found.append(parse_front_proxy(body))
+        except SpecError:
+            continue
+    return found
+
+
+def front_proxy_of(ctx: Context, shard: Shard) -> FrontProxy | None:
+    """The FrontProxy serving ``shard``'s installation (:func:`frontproxy.serving`)."""
+    ref = shard.spec.root_shard_ref
+    return serving(front_proxies(ctx, shard.namespace), ref.name if ref else shard.name)
+
+
+def installation(ctx: Context, namespace: str, root: str) -> list[Shard]:
+    """The valid Shards of the installation of root shard ``root``: the root and the Shards
+    naming it."""
+    found = []
+    for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
+        ref = ((body.get("spec") or {}).get("rootShardRef") or {}).get("name")
+        if (body.get("metadata") or {}).get("name") != root and ref != root:
+            continue
+        try:
+            found.append(parse_shard(body, ctx.settings.deprecating_release))
+        except SpecError:
+            continue
+    return found
+
+
+def labelled_pods(ctx: Context, namespace: str, labels: Mapping[str, str]) -> list[JSON]:
+    """The pods of ``namespace`` carrying ``labels``, as the pod watch last delivered them."""
+    wanted = labels.items()
     return ctx.store.select(
         "Pod",
-        shard.namespace,
+        namespace,
         lambda pod: wanted <= ((pod.get("metadata") or {}).get("labels") or {}).items(),
     )
+
+
+def pods(ctx: Context, shard: Shard) -> list[JSON]:
+    """The shard's pods as the pod watch last delivered them."""
+    return labelled_pods(ctx, shard.namespace, selector_labels(shard))

@@ -10,7 +10,14 @@ from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
-from kcp_shard_operator.controller.reads import cache_server_of, pods, read, read_shard, root_of
+from kcp_shard_operator.controller.reads import (
+    cache_server_of,
+    front_proxy_of,
+    pods,
+    read,
+    read_shard,
+    root_of,
+)
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
@@ -132,9 +139,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         return _degraded_reason(status)
     try:
         root = root_of(ctx, shard)
-        issuance = issue(ctx, shard, root, logger)
-        shard = issuance.shard
-        root = None if root is None else with_issued(root, None)
+        proxy = front_proxy_of(ctx, shard)
+        shard, issuance = issue(ctx, shard, root, logger, proxy)
+        root = None if root is None else with_issued(root, None, proxy=proxy)
         observed = {
             kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
             for api, kind, _ in CHILD_KINDS

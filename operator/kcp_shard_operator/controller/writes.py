@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER
+from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER, FRONT_PROXY_KIND
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.census import rollout_seconds
 from kcp_shard_operator.core.model import JSON
@@ -133,9 +133,12 @@ def _observe_rollout(ctx: Context, obj: JSON, before: JSON | None) -> None:
     """The finished rollout's duration, measured from its start in the status before."""
     took = rollout_seconds(before, ctx.epoch_clock())
     if took is not None:
+        kind = obj.get("kind")
         role = (
             "cache-server"
-            if obj.get("kind") == CACHE_SERVER_KIND
+            if kind == CACHE_SERVER_KIND
+            else "front-proxy"
+            if kind == FRONT_PROXY_KIND
             else "non-root"
             if (obj.get("spec") or {}).get("rootShardRef")
             else "root"

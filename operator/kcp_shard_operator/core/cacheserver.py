@@ -7,7 +7,6 @@ same etcd. The operator and ``render`` both call :func:`render_cache_server`.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -31,6 +30,7 @@ from kcp_shard_operator.core.podtemplate import (
     https_probes,
     placed,
     pod_security_context,
+    revisions_digest,
 )
 from kcp_shard_operator.core.spec import STORAGE_DELETE
 
@@ -145,10 +145,6 @@ def args() -> list[str]:
     ]
 
 
-def _revisions_digest(secret: str, revisions: Mapping[str, str]) -> str:
-    return hashlib.sha256(f"{secret}={revisions.get(secret, '')}".encode()).hexdigest()[:16]
-
-
 def deployment(cache: CacheServer, revisions: Mapping[str, str] | None) -> JSON:
     spec = cache.spec
     ephemeral = bool(spec.storage_or_default.ephemeral)
@@ -187,7 +183,7 @@ def deployment(cache: CacheServer, revisions: Mapping[str, str] | None) -> JSON:
     placed(pod_spec, container, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
-        annotations[SECRETS_ANNOTATION] = _revisions_digest(secret, revisions)
+        annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

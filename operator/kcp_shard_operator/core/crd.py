@@ -7,10 +7,12 @@ from kcp_shard_operator.constants import (
     API_VERSION,
     CACHE_SERVER_KIND,
     CACHE_SERVER_PLURAL,
+    FRONT_PROXY_KIND,
+    FRONT_PROXY_PLURAL,
     SHARD_KIND,
     SHARD_PLURAL,
 )
-from kcp_shard_operator.core import cachespec
+from kcp_shard_operator.core import cachespec, frontproxyspec
 from kcp_shard_operator.core.model import JSON, object_schema
 from kcp_shard_operator.core.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
 
@@ -218,5 +220,62 @@ def cache_server_crd() -> JSON:
     )
 
 
+def front_proxy_status_schema() -> JSON:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "description": "Observed state of the front-proxy, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version rolled out on every front-proxy replica.",
+            },
+            "phase": text,
+            "readyReplicas": {"type": "integer"},
+            "url": {
+                "type": "string",
+                "description": "Where users reach the front-proxy (spec.externalURL, else its "
+                "Service); the installation's shards advertise it.",
+            },
+            "serviceURL": {
+                "type": "string",
+                "description": "Where the shards and the operator reach it (its Service).",
+            },
+            "adminKubeconfigSecret": {
+                "type": "string",
+                "description": "The issued admin kubeconfig for users (system:kcp:admin).",
+            },
+            "certificates": status_schema()["properties"]["certificates"],
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def front_proxy_crd() -> JSON:
+    spec = object_schema(frontproxyspec.FrontProxySpec)
+    spec["x-kubernetes-validations"] = [
+        {"rule": rule, "message": message} for rule, message, _ in frontproxyspec.RULES
+    ]
+    columns = [
+        _column("Root", ".spec.rootShardRef.name"),
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Routing", '.status.conditions[?(@.type=="Routing")].status'),
+        _column("Phase", ".status.phase"),
+        _column("URL", ".status.url"),
+    ]
+    return _crd(
+        FRONT_PROXY_KIND,
+        FRONT_PROXY_PLURAL,
+        "A kcp front-proxy run by kcp-shard-operator.",
+        spec,
+        front_proxy_status_schema(),
+        columns,
+        _name_rule(frontproxyspec.MAX_NAME_LENGTH, "FrontProxy's Service is <name>-front-proxy"),
+    )
+
+
 def crds() -> list[JSON]:
-    return [shard_crd(), cache_server_crd()]
+    return [shard_crd(), cache_server_crd(), front_proxy_crd()]

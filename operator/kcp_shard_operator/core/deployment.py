@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 from kcp_shard_operator.core.claim import Storage
@@ -20,6 +19,7 @@ from kcp_shard_operator.core.podtemplate import (
     https_probes,
     placed,
     pod_security_context,
+    revisions_digest,
 )
 from kcp_shard_operator.core.service import PORT
 from kcp_shard_operator.core.spec import Shard
@@ -33,16 +33,6 @@ TERMINATION_GRACE_SECONDS = 10
 (measured in make e2e-upgrade); with Recreate that wait was a third of the outage. A SIGKILL
 after 10 s is safe for the data: etcd acknowledges a write only once it is in its
 write-ahead log."""
-
-
-def secret_names(pod_spec: JSON) -> list[str]:
-    """Names of the Secrets a pod spec mounts, sorted."""
-    return sorted({v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v})
-
-
-def _revisions_digest(names: list[str], revisions: Mapping[str, str]) -> str:
-    text = ";".join(f"{name}={revisions.get(name, '')}" for name in names)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def deployment(
@@ -74,7 +64,7 @@ def deployment(
     placed(pod_spec, container, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
-        annotations[SECRETS_ANNOTATION] = _revisions_digest(secret_names(pod_spec), revisions)
+        annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",

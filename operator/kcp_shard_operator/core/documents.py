@@ -1,20 +1,23 @@
-"""Reading Shard and CacheServer objects out of multi-document YAML (pure)."""
+"""Reading Shard, CacheServer and FrontProxy objects out of multi-document YAML (pure)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
     CACHE_SERVER_KIND,
+    FRONT_PROXY_API_VERSION,
+    FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
 )
 from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
+from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.versions import Version
@@ -64,29 +67,47 @@ def load_shards(
     return shards, problems
 
 
-def load_cache_servers(texts: Iterable[str]) -> tuple[list[CacheServer], list[ShardProblem]]:
-    """Every CacheServer in ``texts`` (other kinds are ignored), and the invalid ones."""
-    found: list[CacheServer] = []
+T = TypeVar("T")
+
+
+def _load(
+    texts: Iterable[str], kind: str, api_version: str, parse: Callable[[Any], T]
+) -> tuple[list[T], list[ShardProblem]]:
+    """Every object of ``kind`` in ``texts`` (other kinds are ignored), and the invalid ones."""
+    found: list[T] = []
     problems: list[ShardProblem] = []
     for text in texts:
         for doc in yaml.safe_load_all(text):
             if not isinstance(doc, dict) or (doc.get("kind"), doc.get("apiVersion")) != (
-                CACHE_SERVER_KIND,
-                CACHE_SERVER_API_VERSION,
+                kind,
+                api_version,
             ):
                 continue
             try:
-                found.append(parse_cache_server(doc))
+                found.append(parse(doc))
             except SpecError as err:
-                problems.append(ShardProblem(_label(doc), str(err), CACHE_SERVER_KIND))
+                problems.append(ShardProblem(_label(doc), str(err), kind))
     return found, problems
+
+
+def load_cache_servers(texts: Iterable[str]) -> tuple[list[CacheServer], list[ShardProblem]]:
+    """Every CacheServer in ``texts``, and the invalid ones."""
+    return _load(texts, CACHE_SERVER_KIND, CACHE_SERVER_API_VERSION, parse_cache_server)
+
+
+def load_front_proxies(texts: Iterable[str]) -> tuple[list[FrontProxy], list[ShardProblem]]:
+    """Every FrontProxy in ``texts``, and the invalid ones."""
+    return _load(texts, FRONT_PROXY_KIND, FRONT_PROXY_API_VERSION, parse_front_proxy)
 
 
 def root_of(shard: Shard, shards: Iterable[Shard]) -> Shard | None:
     ref = shard.spec.root_shard_ref
-    if ref is None:
-        return None
+    return None if ref is None else named(ref.name, shard.namespace, shards)
+
+
+def named(name: str, namespace: str, shards: Iterable[Shard]) -> Shard | None:
+    """The Shard ``namespace/name`` among ``shards``."""
     for candidate in shards:
-        if candidate.name == ref.name and candidate.namespace == shard.namespace:
+        if candidate.name == name and candidate.namespace == namespace:
             return candidate
     return None

@@ -18,7 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.deployment import secret_names
+from kcp_shard_operator.core.frontproxy import external_url, service_url
+from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.issuance import (
     SHARD_BASE_CONTEXT,
     Owner,
@@ -29,9 +30,10 @@ from kcp_shard_operator.core.issuance import (
 )
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.refs import LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.podtemplate import secret_names
+from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.service import base_url
-from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.spec import Shard, ShardSpec
 from kcp_shard_operator.core.versions import (
     ROOT_SHARD_KUBECONFIG_FLAG,
     Role,
@@ -45,6 +47,12 @@ ADMIN_GROUP = "system:masters"
 LOGICAL_CLUSTER_ADMIN_USER = "logical-cluster-admin"
 LOGICAL_CLUSTER_ADMIN_GROUP = "system:kcp:logical-cluster-admin"
 """kcp's group for creating LogicalClusters on other shards (its bootstrap policy)."""
+EXTERNAL_LOGICAL_CLUSTER_ADMIN = (
+    "external-logical-cluster-admin",
+    "system:kcp:external-logical-cluster-admin",
+)
+"""kcp's identity for reading and deleting LogicalClusters through the front-proxy, which
+passes this group on to the shards (it drops ``system:masters`` and the internal one)."""
 
 
 def owner_of(shard: Shard) -> Owner:
@@ -73,6 +81,20 @@ class Names:
     @property
     def service_account_key(self) -> str:
         return f"{self.root}-kcp-service-account-key"
+
+    @property
+    def requestheader_ca(self) -> str:
+        """The CA of the front-proxy's forwarding certificates (only those: a shard trusts
+        the user named in the headers of a request signed by it)."""
+        return f"{self.root}-kcp-requestheader-ca"
+
+    @property
+    def requestheader_client_ca(self) -> str:
+        return f"{self.root}-kcp-requestheader-client-ca"
+
+    @property
+    def external_logical_cluster_admin(self) -> str:
+        return f"{self.root}-kcp-external-logical-cluster-admin-kubeconfig"
 
 
 def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON | None) -> bool:
@@ -203,10 +225,14 @@ def requests(
     deprecating_release: Version,
     *,
     service_account_key: bool = False,
+    proxy: FrontProxy | None = None,
 ) -> list[Request]:
-    """What the pass over ``shard`` issues, CA first; nothing without ``spec.pki.issue`` or,
-    for a non-root shard, without its root Shard (``root``). The installation's
-    service-account key only with ``service_account_key`` (:func:`takes_service_account_key`).
+    """What the pass over ``shard`` issues with the installation's CA, CA first; nothing
+    without ``spec.pki.issue`` or, for a non-root shard, without its root Shard (``root``).
+    The installation's service-account key only with ``service_account_key``
+    (:func:`takes_service_account_key`); with the installation's FrontProxy ``proxy``, the
+    kubeconfig kcp reaches LogicalClusters through it with (the requestheader CA is
+    :func:`requestheader_requests`).
 
     A kubeconfig is issued only for a shard that a client certificate of the operator's CA
     reaches (:func:`issues_client_certificates`): one signed for a shard that trusts the
@@ -256,14 +282,75 @@ def requests(
             and needs_root_kubeconfig(shard, deprecating_release)
         ):
             found.append(_admin(issuing))
+    if (
+        proxy is not None
+        and takes_issued_clients(proxy)
+        and spec.external_logical_cluster_admin_kubeconfig_secret_ref is None
+    ):
+        found.append(
+            _kubeconfig(
+                names.external_logical_cluster_admin,
+                issuing,
+                service_url(proxy),
+                SHARD_BASE_CONTEXT,
+                EXTERNAL_LOGICAL_CLUSTER_ADMIN,
+            )
+        )
     return found
 
 
-def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool = False) -> Shard:
+def takes_issued_clients(proxy: FrontProxy) -> bool:
+    """Whether a client certificate of the installation's CA reaches ``proxy``: it serves the
+    issued certificate and trusts the installation's client CA."""
+    tls = proxy.spec.tls
+    return (
+        proxy.spec.pki.issue
+        and tls.serving_cert_secret_ref is None
+        and tls.client_ca_secret_ref is None
+    )
+
+
+def trust_requests(shard: Shard, root: Shard | None, proxy: FrontProxy | None) -> list[Request]:
+    """What the pass over ``shard`` issues with the installation's requestheader CA: the CA
+    and its bundle, for a shard behind the FrontProxy ``proxy`` that names no requestheader
+    CA of its own."""
+    issuing = _issuing_root(shard, root)
+    if proxy is None or issuing is None or shard.spec.tls.request_header_client_ca_secret_ref:
+        return []
+    return requestheader_requests(issuing)
+
+
+def requestheader_requests(root: Shard) -> list[Request]:
+    """The installation's requestheader CA and its bundle, which the shards trust for the
+    headers their front-proxy forwards (a CA of its own: no other certificate of the
+    installation may name a user in those headers)."""
+    names = Names(root.name)
+    return [
+        Request(
+            names.requestheader_ca, Purpose.CA, owner_of(root), f"{root.name} requestheader CA"
+        ),
+        Request(
+            names.requestheader_client_ca,
+            Purpose.CLIENT_CA,
+            owner_of(root),
+            "requestheader client CA bundle",
+        ),
+    ]
+
+
+def with_issued(
+    shard: Shard,
+    root: Shard | None,
+    *,
+    service_account_key: bool = False,
+    proxy: FrontProxy | None = None,
+) -> Shard:
     """``shard`` with every reference it leaves unset pointing at the Secret issued for it,
     and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
     kubeconfig needs one (kcp requires it with that flag); the service-account key only with
-    ``service_account_key``."""
+    ``service_account_key``. Behind the installation's FrontProxy ``proxy``, the shard
+    trusts its forwarded requests, advertises its URL and reaches LogicalClusters through
+    it (:func:`behind`)."""
     issuing = _issuing_root(shard, root)
     if issuing is None:
         return shard
@@ -289,7 +376,8 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
                 logical_cluster_admin_kubeconfig_secret_ref=SecretKeyRef(
                     logical_cluster_admin_secret(shard)
                 ),
-                external_url=spec.external_url or base_url(shard),
+                external_url=spec.external_url
+                or (external_url(proxy) if proxy else base_url(shard)),
             )
     if not spec.is_root and issues_client_certificates(issuing):
         cache = spec.cache.kubeconfig_secret_ref
@@ -303,4 +391,26 @@ def with_issued(shard: Shard, root: Shard | None, *, service_account_key: bool =
             cache=replace(spec.cache, kubeconfig_secret_ref=cache),
             root_shard_kubeconfig_secret_ref=spec.root_shard_kubeconfig_secret_ref or root_admin,
         )
+    if proxy is not None:
+        filled = behind(filled, names, proxy)
     return replace(shard, spec=filled)
+
+
+def behind(spec: ShardSpec, names: Names, proxy: FrontProxy) -> ShardSpec:
+    """``spec`` of a shard served by ``proxy``: its requestheader CA trusts the front-proxy's
+    forwarding certificate, its external URL (the URL of its workspaces) is the front-proxy's,
+    and kcp reaches LogicalClusters on other shards through the front-proxy."""
+    tls = replace(
+        spec.tls,
+        request_header_client_ca_secret_ref=spec.tls.request_header_client_ca_secret_ref
+        or CASecretKeyRef(names.requestheader_client_ca),
+    )
+    external = spec.external_logical_cluster_admin_kubeconfig_secret_ref
+    if external is None and takes_issued_clients(proxy):
+        external = SecretKeyRef(names.external_logical_cluster_admin)
+    return replace(
+        spec,
+        tls=tls,
+        external_url=spec.external_url or external_url(proxy),
+        external_logical_cluster_admin_kubeconfig_secret_ref=external,
+    )

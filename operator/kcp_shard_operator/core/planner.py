@@ -17,14 +17,14 @@ from kcp_shard_operator.core.claim import (
     runs_on_empty_dir,
     storage_of,
 )
-from kcp_shard_operator.core.deployment import secret_names
 from kcp_shard_operator.core.kcpargs import kcp_flags
 from kcp_shard_operator.core.meta import HASH_ANNOTATION, child_name
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.podtemplate import secret_names
 from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.secretkeys import missing_keys
-from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.spec import ImageSpec, Shard
 from kcp_shard_operator.core.status import (
     READY,
     WAITING_FOR_CACHE_SERVER,
@@ -32,7 +32,7 @@ from kcp_shard_operator.core.status import (
     condition,
     deployed_version,
 )
-from kcp_shard_operator.core.versions import Version, parse_or_none
+from kcp_shard_operator.core.versions import Version, ignores_root_shard_flag, parse_or_none
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
@@ -92,6 +92,31 @@ def waiting_for_cache_server(
     return (
         f"CacheServer {cache.name} runs kcp {running} and is not Ready at kcp "
         f"{cache.spec.version}; the shard {what} once it is"
+    )
+
+
+def identity_source_down(
+    shard: Shard, root: Shard | None, cache: CacheServer | None, deprecating_release: Version
+) -> str | None:
+    """Why a new pod of ``shard`` would not start now, or None: from the deprecating release
+    on, a non-root shard reads the core APIExport identities from its cache server (the
+    CacheServer it names, else the root shard's embedded one) when it starts, so it must not
+    be started, nor restarted, while that cache server is not Ready."""
+    if shard.spec.is_root or not ignores_root_shard_flag(
+        shard.spec.kcp_version, deprecating_release
+    ):
+        return None
+    if cache is not None:
+        if (condition(cache.status, READY) or {}).get("status") == "True":
+            return None
+        name = f"CacheServer {cache.name}"
+    else:
+        if root is None or (condition(root.status, READY) or {}).get("status") == "True":
+            return None
+        name = f"the cache server of root shard {root.name}"
+    return (
+        f"kcp {shard.spec.version} reads the APIExport identities from {name} when it "
+        "starts, which is not Ready: the shard's pods are not started or replaced until it is"
     )
 
 
@@ -182,6 +207,10 @@ def plan(
         if pending:
             storage_problems.append(pending)
     drifted = [obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)]
+    down = None if held_back else identity_source_down(shard, root, cache, deprecating_release)
+    if down is not None and _starts_pods(deployment, rendered.deployment, drifted):
+        drifted = [obj for obj in drifted if obj is not rendered.deployment]
+        verdict = replace(verdict, waiting=down, waiting_reason=WAITING_FOR_CACHE_SERVER)
     pod_spec = rendered.deployment["spec"]["template"]["spec"]
     return replace(
         verdict,
@@ -194,6 +223,16 @@ def plan(
         storage=rendered.storage,
         storage_problems=storage_problems,
     )
+
+
+def _starts_pods(live: JSON | None, desired: JSON, drifted: list[JSON]) -> bool:
+    """Whether writing ``desired`` (when it is among ``drifted``) would start new pods: a new
+    Deployment, or another pod template."""
+    if not any(obj is desired for obj in drifted):
+        return False
+    if live is None:
+        return True
+    return not contains((live.get("spec") or {}).get("template"), desired["spec"]["template"])
 
 
 def _missing(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
@@ -257,12 +296,9 @@ def strategy_write_deferred(live: JSON | None, desired: JSON) -> bool:
     )
 
 
-def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
-    """``shard`` pinned to the kcp version and image its Deployment runs now.
-
-    While a shard waits for its root or refuses a downgrade, the rest of its spec still
-    applies (and hand edits are still put back), but the version stays where it is.
-    """
+def running_image(deployment: JSON | None, image: ImageSpec) -> tuple[str, ImageSpec] | None:
+    """The kcp version the Deployment runs now and ``image`` pinned to its image; None when
+    the Deployment does not tell them."""
     running = deployed_version(deployment)
     if running is None or deployment is None:
         return None
@@ -271,7 +307,19 @@ def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | No
     repository, _, tag = str(containers[0].get("image", "")).rpartition(":")
     if not repository or "/" in tag:
         return None
-    image = replace(shard.spec.image, repository=repository, tag=tag)
+    return running, replace(image, repository=repository, tag=tag)
+
+
+def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
+    """``shard`` pinned to the kcp version and image its Deployment runs now.
+
+    While a shard waits for its root or refuses a downgrade, the rest of its spec still
+    applies (and hand edits are still put back), but the version stays where it is.
+    """
+    found = running_image(deployment, shard.spec.image)
+    if found is None:
+        return None
+    running, image = found
     return replace(shard, spec=replace(shard.spec, version=running, image=image))
 
 

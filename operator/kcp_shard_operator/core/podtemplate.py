@@ -4,6 +4,8 @@ from a spec."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -106,3 +108,15 @@ class Pod:
     def ca_file(self, volume: str, ref: CASecretKeyRef, directory: str) -> str:
         self.mount_secret(volume, ref.name, directory, [{"key": ref.key, "path": "ca.crt"}])
         return f"{directory}/ca.crt"
+
+
+def secret_names(pod_spec: JSON) -> list[str]:
+    """Names of the Secrets a pod spec mounts, sorted."""
+    return sorted({v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v})
+
+
+def revisions_digest(pod_spec: JSON, revisions: Mapping[str, str]) -> str:
+    """A digest of the revisions of the Secrets ``pod_spec`` mounts: on the pod template, it
+    rolls the pods when one of them changes (a certificate is renewed)."""
+    text = ";".join(f"{name}={revisions.get(name, '')}" for name in secret_names(pod_spec))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

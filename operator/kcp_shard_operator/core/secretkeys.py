@@ -1,4 +1,5 @@
-"""Which keys of its Secrets a rendered kcp pod reads, and which of them a Secret lacks (pure).
+"""Which keys of its Secrets a rendered pod (a shard or a front-proxy) reads, and which of
+them a Secret lacks (pure).
 
 A Secret mounted without ``items`` gives kcp every key as a file: a missing key shows only as
 kcp failing to read the file, in a crash loop. Naming the Secret, the key and the spec field
@@ -42,14 +43,19 @@ def _container(pod_spec: JSON) -> JSON:
     return containers[0]
 
 
-def missing_keys(pod_spec: JSON, secret_keys: Mapping[str, Collection[str]]) -> list[str]:
+def missing_keys(
+    pod_spec: JSON,
+    secret_keys: Mapping[str, Collection[str]],
+    spec_fields: Mapping[str, str] = SPEC_FIELDS,
+) -> list[str]:
     """One line per key a Secret the pod mounts lacks; Secrets whose keys are not known (not
-    found, reported apart) are left out."""
+    found, reported apart) are left out. ``spec_fields`` names the field behind each flag
+    (a Shard's by default)."""
     problems = []
     for secret, key, flag in read_keys(pod_spec):
         keys = secret_keys.get(secret)
         if keys is None or key in keys:
             continue
-        where = SPEC_FIELDS.get(flag, flag)
+        where = spec_fields.get(flag, flag)
         problems.append(f"Secret {secret} has no key {key!r} ({where}, for {flag})")
     return sorted(set(problems))

@@ -21,7 +21,7 @@ from kcp_shard_operator.core.pki import takes_service_account_key, with_issued
 from kcp_shard_operator.core.planner import ROOT_SHARD_NOT_FOUND, plan
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard, parse_shard
-from kcp_shard_operator.core.status import deployed_version
+from kcp_shard_operator.core.status import READY, ROLLED_OUT, deployed_version
 from kcp_shard_operator.core.versions import MINIMUM_KCP_VERSION, InvalidVersionError, Version
 
 ROLLS = "Rolls"
@@ -126,11 +126,19 @@ def _filled(shard: Shard, root: Shard | None, deployment: JSON | None) -> Shard:
     return with_issued(shard, root, service_account_key=key)
 
 
+def rolled_out_status(status: JSON | None, version: str | None) -> JSON:
+    """``status`` once every replica runs ``version`` and is Ready (the plan's assumption for
+    every rollout it simulates)."""
+    others = [c for c in (status or {}).get("conditions") or [] if c.get("type") != READY]
+    ready = {"type": READY, "status": "True", "reason": ROLLED_OUT}
+    return {**(status or {}), "version": version, "conditions": [ready, *others]}
+
+
 def _rolled_out(state: _State, deployment: JSON) -> None:
     """``state`` after its rollout to ``deployment`` finished."""
     state.deployment = deployment
-    version = deployed_version(deployment)
-    state.obj = {**state.obj, "status": {**(state.obj.get("status") or {}), "version": version}}
+    status = rolled_out_status(state.obj.get("status"), deployed_version(deployment))
+    state.obj = {**state.obj, "status": status}
 
 
 def _parse(state: _State, release: Version) -> None:
@@ -170,7 +178,7 @@ def as_rolled_out(
             rolled.append(copy.deepcopy(obj))
             continue
         deployments[key] = rendered.deployment
-        status = {**(obj.get("status") or {}), "version": shard.spec.version}
+        status = rolled_out_status(obj.get("status"), shard.spec.version)
         rolled.append({**copy.deepcopy(obj), "status": status})
     return rolled, deployments
 

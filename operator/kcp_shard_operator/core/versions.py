@@ -16,6 +16,8 @@ from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
 
 ROOT_SHARD_KUBECONFIG_FLAG = "--root-shard-kubeconfig-file"
 CACHE_KUBECONFIG_FLAG = "--cache-kubeconfig"
+ROOT_KUBECONFIG_FLAG = "--root-kubeconfig"
+SHARD_PEER_KUBECONFIG_FLAG = "--shard-peer-kubeconfig"
 
 
 _SEMVER = re.compile(
@@ -176,14 +178,22 @@ FLAG_GATES: tuple[FlagGate, ...] = (
         why="the old name is a deprecated alias of the same setting",
     ),
     FlagGate(
-        flag="--root-kubeconfig",
+        flag=ROOT_KUBECONFIG_FLAG,
         roles=frozenset({Role.FRONT_PROXY}),
         until=Bound.DEPRECATING_RELEASE,
-        replacement="--shard-peer-kubeconfig",
+        replacement=SHARD_PEER_KUBECONFIG_FLAG,
         still_read=True,
         why="the front-proxy discovers shards through --shard-peer-kubeconfig (kcp PR #4373) "
         "but still reads --root-kubeconfig for APIExport identities; add the new flag next "
         "to it",
+    ),
+    FlagGate(
+        flag=SHARD_PEER_KUBECONFIG_FLAG,
+        roles=frozenset({Role.FRONT_PROXY}),
+        since=Bound.DEPRECATING_RELEASE,
+        why="the peer shards whose admin view the front-proxy discovers shards through "
+        "(kcp PR #4373, after v0.33.0); before it, the front-proxy watches the root shard "
+        "of --root-kubeconfig",
     ),
 )
 

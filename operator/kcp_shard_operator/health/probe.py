@@ -10,7 +10,9 @@ status codes and socket or TLS errors only, never a credential.
 from __future__ import annotations
 
 import ssl
+from dataclasses import replace
 
+from kcp_shard_operator.core.frontproxystatus import ROUTE_PATH, Route, interpret_route
 from kcp_shard_operator.core.health import (
     SHARD_UNREACHABLE,
     Failure,
@@ -56,9 +58,13 @@ def registration_url(base: str, kcp_name: str) -> str:
     return cluster_path(base, ROOT_CLUSTER, f"/apis/core.kcp.io/v1alpha1/shards/{kcp_name}")
 
 
-def _client(kubeconfig: bytes, timeout: float, whose: str) -> ShardClient:
+def _client(
+    kubeconfig: bytes, timeout: float, whose: str, server: str | None = None
+) -> ShardClient:
+    """A client with the kubeconfig's credentials, for its server or ``server``."""
     try:
-        return ShardClient(load_target(kubeconfig), timeout)
+        target = load_target(kubeconfig)
+        return ShardClient(replace(target, server=server or target.server), timeout)
     except KubeconfigError as err:
         failure = Failure(INVALID_KUBECONFIG, f"{whose} admin kubeconfig: {err}")
     except (OSError, ssl.SSLError) as err:
@@ -118,3 +124,16 @@ def probe_shard(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
     if isinstance(uid, Failure):
         return Probe(failure=uid)
     return Probe(data_uid=uid, registration=_registration(target, timeout))
+
+
+def probe_front_proxy(kubeconfig: bytes, url: str, timeout: float = PROBE_TIMEOUT) -> Route:
+    """Read the root workspace's Shards through the front-proxy at ``url`` with the
+    kubeconfig's credentials (its server is replaced: the operator reaches the Service)."""
+    try:
+        client = _client(kubeconfig, timeout, "the FrontProxy's", url)
+        answer = _get(client, f"{url}{ROUTE_PATH}")
+    except _NoAnswerError as stop:
+        failure = stop.failure
+        reason = "Unreachable" if failure.reason == SHARD_UNREACHABLE else failure.reason
+        return Route(False, reason, failure.message)
+    return interpret_route(url, answer.status, answer.body)

@@ -17,6 +17,8 @@ from kcp_shard_operator.constants import (
     CACHE_SERVER_KIND,
     CACHE_SERVER_PLURAL,
     FIELD_MANAGER,
+    FRONT_PROXY_KIND,
+    FRONT_PROXY_PLURAL,
     NAMESPACE_TERMINATING,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -27,6 +29,7 @@ from kcp_shard_operator.kube.kubeconfig import Endpoint
 from kcp_shard_operator.kube.tls import ssl_context
 
 PLURALS = {
+    "ConfigMap": "configmaps",
     "Deployment": "deployments",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "PodDisruptionBudget": "poddisruptionbudgets",
@@ -35,6 +38,7 @@ PLURALS = {
     "Service": "services",
     SHARD_KIND: SHARD_PLURAL,
     CACHE_SERVER_KIND: CACHE_SERVER_PLURAL,
+    FRONT_PROXY_KIND: FRONT_PROXY_PLURAL,
 }
 TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
 
