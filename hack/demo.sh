@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The README's main job: a local cluster, the operator installed with its Helm
 # chart, the operator process running with the chart's ServiceAccount token,
-# the sample Shards applied and shown Ready.
+# the samples applied (a CacheServer, a root Shard, shard-1 and a FrontProxy) and shown Ready.
 #
 #   hack/demo.sh up     (make demo)
 #   hack/demo.sh down   stop the operator process and delete the cluster
@@ -52,19 +52,27 @@ current-context: demo
 KUBECONFIG
 }
 
-# Until every Shard of namespace $1 has a status.observedGeneration (the operator's first
-# pass writes it): a Shard without one after $2 seconds is in a namespace no operator serves.
+KINDS="cacheservers,shards,frontproxies"
+
+# Until every object of the samples' kinds in namespace $1 has a status.observedGeneration
+# (the operator's first pass writes it): one without it after $2 seconds is in a namespace
+# no operator serves.
 wait_served() {
   local ns="$1" deadline=$((SECONDS + $2)) unserved
   while :; do
-    unserved="$(kubectl -n "${ns}" get shards --no-headers \
-      -o custom-columns=NAME:.metadata.name,OBSERVED:.status.observedGeneration |
-      awk '$2 == "<none>" { printf "%s ", $1 }')"
+    unserved="$(kubectl -n "${ns}" get "${KINDS}" --no-headers \
+      -o custom-columns=KIND:.kind,NAME:.metadata.name,OBSERVED:.status.observedGeneration |
+      awk '$3 == "<none>" { printf "%s %s, ", $1, $2 }')"
     [[ -z "${unserved}" ]] && return
     ((SECONDS < deadline)) ||
-      die "Shard(s) ${unserved}in namespace ${ns} have no status after $2s: no operator serves ${ns}; add it to the chart's watchNamespaces (or set clusterWide=true)"
+      die "${unserved}in namespace ${ns} have no status after $2s: no operator serves ${ns}; add it to the chart's watchNamespaces (or set clusterWide=true)"
     sleep 2
   done
+}
+
+# Until every CacheServer, Shard and FrontProxy of namespace $1 is Ready (at most $2 s).
+wait_ready() {
+  kubectl -n "$1" wait "${KINDS}" --all --for=jsonpath='{.status.phase}'=Ready --timeout="$2s"
 }
 
 # CLUSTER=kind: real pods. The images are built and loaded, the operator runs in-cluster
@@ -84,16 +92,16 @@ up_kind() {
     --set-json "watchNamespaces=[\"${ns}\"]"
   kubectl -n "${OPERATOR_NS}" rollout restart "deployment/${RELEASE}"
   kubectl -n "${OPERATOR_NS}" rollout status "deployment/${RELEASE}" --timeout=180s
-  log "applying manifests/samples/ (a root Shard and shard-1, nothing else)"
+  log "applying manifests/samples/ (a cache server, a root Shard, shard-1 and a front-proxy, nothing else)"
   kubectl apply -f "${REPO_DIR}/manifests/samples/"
   wait_served "${ns}" 60
-  log "waiting for both Shards to be Ready (real kcp pods, verified by the operator)"
-  kubectl -n "${ns}" wait shards --all --for=jsonpath='{.status.phase}'=Ready --timeout=600s
-  kubectl -n "${ns}" get shards,deployments,pods,secrets
+  log "waiting for all of them to be Ready (real kcp pods, verified by the operator)"
+  wait_ready "${ns}" 900
+  kubectl -n "${ns}" get "${KINDS},deployments,pods,secrets"
   log "demo ready in $((SECONDS - start))s; the operator runs in namespace ${OPERATOR_NS}"
   echo "export KUBECONFIG=${KUBECONFIG}"
-  echo "admin kubeconfig of the root shard: .venv/bin/kcp-shard-operator kubeconfig root -n ${ns} --server https://localhost:6443 -o root.kubeconfig"
-  echo "  with: kubectl -n ${ns} port-forward svc/root-kcp 6443"
+  echo "kcp through its front-proxy: kubectl -n ${ns} port-forward svc/kcp-front-proxy 6443 &"
+  echo "  .venv/bin/kcp-shard-operator kubeconfig kcp --front-proxy -n ${ns} --server https://localhost:6443 -o kcp.kubeconfig"
 }
 
 up() {
@@ -119,9 +127,9 @@ up() {
   echo $! >"${PID_FILE}"
   log "applying manifests/samples/"
   kubectl apply -f "${REPO_DIR}/manifests/samples/"
-  log "waiting for every sample Shard to be Ready"
-  kubectl -n "${SAMPLES_NS}" wait shards --all --for=jsonpath='{.status.phase}'=Ready --timeout=180s
-  kubectl -n "${SAMPLES_NS}" get shards,deployments
+  log "waiting for every sample to be Ready"
+  wait_ready "${SAMPLES_NS}" 180
+  kubectl -n "${SAMPLES_NS}" get "${KINDS},deployments"
   log "demo ready in $((SECONDS - start))s; operator pid $(cat "${PID_FILE}")"
   echo "export KUBECONFIG=${KUBECONFIG}"
 }
