@@ -14,6 +14,12 @@ listing every shard). :meth:`KcpData.verify` reads each one again from the shard
 and returns what is missing, replaced (new UID) or changed, after printing a table of found
 against created.
 
+With a front-proxy among the APIs (key :data:`FRONT_PROXY`, its users' admin kubeconfig), it
+also makes what a user makes through it: per shard a Workspace pinned to that shard and a
+ConfigMap in it, both created and read back through the front-proxy by the workspace's path
+(``root:<name>``), and the same LogicalCluster and ConfigMap read on the shard itself (same
+UID), which shows where kcp placed them.
+
 A workspace on a non-root shard stays ``Initializing`` in the root's view without a
 front-proxy (the root's workspace controller reads its LogicalCluster through the external
 URL), while its LogicalCluster on the shard turns Ready: the checker reads each logical cluster
@@ -35,6 +41,8 @@ from .tools import log
 from .wait import wait_for
 
 ROOT = "root"
+FRONT_PROXY = "front-proxy"
+"""The key of the front-proxy's API among the shards' (not a shard: nothing is pinned to it)."""
 SHARDS_PATH = "/clusters/root/apis/core.kcp.io/v1alpha1/shards"
 WORKSPACES_PATH = "/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspaces"
 APIS = "apis/apis.kcp.io/v1alpha1"
@@ -186,6 +194,48 @@ def _workspace_records(
     ]
 
 
+def _through_front_proxy(
+    front: ShardAPI, target: ShardAPI, workspace: str, token: str
+) -> list[Record]:
+    """A Workspace pinned to ``target`` and a ConfigMap in it, created through the front-proxy
+    as its users' admin (kcp records that user as the owner), read through it by path and on
+    ``target`` by logical cluster."""
+    ws_path = f"{WORKSPACES_PATH}/{workspace}"
+    front.create(
+        WORKSPACES_PATH,
+        {
+            "apiVersion": "tenancy.kcp.io/v1alpha1",
+            "kind": "Workspace",
+            "metadata": {"name": workspace},
+            "spec": {"location": {"selector": {"matchLabels": {"name": target.name}}}},
+        },
+    )
+    ws = _wait(
+        front,
+        ws_path,
+        lambda o: _spec(o, "status", "phase") == "Ready",
+        f"{ws_path} Ready through the front-proxy",
+    )
+    cluster = f"/clusters/{ws['spec']['cluster']}"
+    lc_path = f"{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+    logical = _wait(
+        target, lc_path, lambda o: bool(o), f"LogicalCluster of {workspace} on {target.name}"
+    )
+    by_path = f"/clusters/root:{workspace}/api/v1/namespaces/default/configmaps"
+    data = {"workspace": workspace, "shard": target.name, "token": token}
+    configmap = front.create(by_path, {"metadata": {"name": "data-check"}, "data": data})
+    on_shard = f"{cluster}/api/v1/namespaces/default/configmaps/data-check"
+    inside = f"{workspace}/"
+    return [
+        _record("Workspace", front, workspace, ws_path, ws),
+        _record("LogicalCluster", target, inside, lc_path, logical),
+        _record(
+            "ConfigMap", front, f"{inside}default/data-check", f"{by_path}/data-check", configmap
+        ),
+        _record("ConfigMap", target, f"{inside}default/data-check", on_shard, configmap),
+    ]
+
+
 def _read(shard: ShardAPI, record: Record) -> Finding:
     try:
         status, obj = shard.request("GET", record.path)
@@ -212,13 +262,13 @@ def table(findings: list[Finding], step: str) -> str:
     rows = [
         f"data check {step}: {len(findings)} created, "
         f"{sum(f.ok for f in findings)} found unchanged ({counts})",
-        f"{'kind':<15} {'shard':<8} {'name':<56} {'created uid':<12} {'found uid':<12} state",
+        f"{'kind':<15} {'shard':<11} {'name':<56} {'created uid':<12} {'found uid':<12} state",
     ]
     for finding in findings:
         record = finding.record
         found = finding.uid[:8] if finding.uid else "-"
         line = (
-            f"{record.kind:<15} {record.shard:<8} {record.name:<56} {record.uid[:8]:<12} "
+            f"{record.kind:<15} {record.shard:<11} {record.name:<56} {record.uid[:8]:<12} "
             f"{found:<12} {finding.state}"
         )
         rows.append(line + (f" ({finding.detail})" if finding.detail else ""))
@@ -235,11 +285,13 @@ class KcpData:
 
     @classmethod
     def create(
-        cls, shards: Mapping[str, ShardAPI], report: Path | None = None, prefix: str = "data"
+        cls, apis: Mapping[str, ShardAPI], report: Path | None = None, prefix: str = "data"
     ) -> KcpData:
-        """A workspace on each shard of ``shards`` (by kcp shard name, ``root`` among them)
-        with its objects, and the root's Shard objects; printed as the first table."""
+        """A workspace on each shard of ``apis`` (by kcp shard name, ``root`` among them)
+        with its objects, and the root's Shard objects; with the front-proxy among them, a
+        workspace per shard made through it too. Printed as the first table."""
         started = time.monotonic()
+        shards = {name: api for name, api in apis.items() if name != FRONT_PROXY}
         root = shards[ROOT]
         token = secrets.token_hex(3)
         wait_for(
@@ -256,9 +308,14 @@ class KcpData:
         for name in sorted(shards):
             workspace = f"{prefix}-{name}-{token}"
             records += _workspace_records(root, shards[name], workspace, token)
+        front = apis.get(FRONT_PROXY)
+        if front is not None:
+            for name in sorted(shards):
+                workspace = f"{prefix}-fp-{name}-{token}"
+                records += _through_front_proxy(front, shards[name], workspace, token)
         data = cls(records, report)
         log(f"created {len(records)} objects to check in {time.monotonic() - started:.1f}s")
-        data.verify(shards, "after creating them")
+        data.verify(apis, "after creating them")
         return data
 
     def verify(self, shards: Mapping[str, ShardAPI], step: str) -> list[Finding]:

@@ -17,7 +17,7 @@ from typing import Any
 import yaml
 
 from testkit.kcpapi import ShardAPI
-from testkit.kcpdata import KcpData
+from testkit.kcpdata import FRONT_PROXY, KcpData
 from testkit.kube import Cluster
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
@@ -51,14 +51,24 @@ def secret_kubeconfig(cluster: Cluster, namespace: str, secret: str, folder: Pat
 
 @contextmanager
 def shard_apis(
-    cluster: Cluster, namespace: str, kubeconfig: Path, names: tuple[str, ...]
+    cluster: Cluster,
+    namespace: str,
+    kubeconfig: Path,
+    names: tuple[str, ...],
+    front_proxy: tuple[str, Path] | None = None,
 ) -> Iterator[dict[str, ShardAPI]]:
     """A :class:`ShardAPI` per Shard of ``names`` (the kcp shard names are the Shard names),
-    with the credentials of ``kubeconfig``, each through its own :class:`Forward`."""
+    with the credentials of ``kubeconfig``, each through its own :class:`Forward`; with
+    ``front_proxy`` (its Service and the users' admin kubeconfig), one through it too, under
+    :data:`FRONT_PROXY`."""
     forwards = {name: Forward(cluster, namespace, f"{name}-kcp") for name in names}
+    credentials = dict.fromkeys(names, kubeconfig)
+    if front_proxy is not None:
+        forwards[FRONT_PROXY] = Forward(cluster, namespace, front_proxy[0])
+        credentials[FRONT_PROXY] = front_proxy[1]
     try:
         yield {
-            name: ShardAPI(name, kubeconfig, server=fwd.url, reconnect=fwd.restart)
+            name: ShardAPI(name, credentials[name], server=fwd.url, reconnect=fwd.restart)
             for name, fwd in forwards.items()
         }
     finally:

@@ -304,10 +304,14 @@ def kcp_get(pki: Pki, port: int, path: str) -> tuple[int, dict[str, Any]]:
         return err.code, {"text": err.read().decode(errors="replace")}
 
 
-def pods(cluster: Cluster, namespace: str, shard: str) -> list[dict[str, Any]]:
-    out = cluster.kubectl(
-        "get", "pods", "-n", namespace, "-l", f"app.kubernetes.io/instance={shard}", "-o", "json"
-    )
+def pods(
+    cluster: Cluster, namespace: str, shard: str, name: str | None = None
+) -> list[dict[str, Any]]:
+    """The pods of instance ``shard`` (of app ``name`` when given: kcp-front-proxy...)."""
+    selector = f"app.kubernetes.io/instance={shard}"
+    if name is not None:
+        selector += f",app.kubernetes.io/name={name}"
+    out = cluster.kubectl("get", "pods", "-n", namespace, "-l", selector, "-o", "json")
     items: list[dict[str, Any]] = json.loads(out)["items"]
     return items
 

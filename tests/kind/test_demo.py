@@ -1,12 +1,15 @@
 """The README's kind path as written: ``CLUSTER=kind make demo`` on a cluster of its own.
 
 The demo creates the cluster, builds and loads the images, installs the chart watching the
-samples' namespace only (``watchNamespaces``), and applies ``manifests/samples/`` (a root and a
-non-root Shard, no Secret); both must be Ready and verified from real kcp pods on the kind node
-with the certificates and kubeconfigs the operator issued, and a workspace on each shard, with
-objects inside, created with the admin kubeconfig ``kcp-shard-operator kubeconfig`` prints, is
-there when read again. A certificate lifetime shortened in the spec renews the certificates at
-once: the pods roll, kcp serves the new certificate, the shards are Ready and keep their data.
+samples' namespace only (``watchNamespaces``), and applies ``manifests/samples/`` (a
+CacheServer, a root and a non-root Shard on it and a FrontProxy, no Secret); all must be Ready
+and verified from real kcp pods on the kind node with the certificates and kubeconfigs the
+operator issued. A workspace on each shard, with objects inside, created with the admin
+kubeconfig ``kcp-shard-operator kubeconfig`` prints, and one on each shard created through the
+front-proxy with a ConfigMap written and read back through it (with the users' admin
+kubeconfig ``kcp-shard-operator kubeconfig --front-proxy`` prints), are there when read
+again. A certificate lifetime shortened in the spec renews the certificates at once: the pods
+roll, kcp serves the new certificate, the shards are Ready and keep their data.
 A Shard in a namespace the release does not serve has no status at all, unlike the served
 ones, and the fix the chart's NOTES give (adding the namespace to ``watchNamespaces``) makes
 the operator take it up.
@@ -29,7 +32,7 @@ import pytest
 from cryptography import x509
 
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
-from testkit.kcpdata import KcpData
+from testkit.kcpdata import FRONT_PROXY, KcpData
 from testkit.kube import Cluster, delete_shards
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import REPO, log
@@ -52,25 +55,45 @@ pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
 DEMO_NAMESPACE = "kcp-samples"
 UNSERVED_NAMESPACE = "kcp-samples-unserved"
+TRUST = [
+    "root-kcp-requestheader-ca",
+    "root-kcp-requestheader-client-ca",
+]
 ISSUED = {
-    "root": [
-        "root-kcp-admin-kubeconfig",
-        "root-kcp-ca",
-        "root-kcp-client-ca",
-        "root-kcp-logical-cluster-admin-kubeconfig",
-        "root-kcp-serving",
-    ],
-    "shard-1": [
-        "root-kcp-admin-kubeconfig",
-        "root-kcp-ca",
-        "root-kcp-cache-kubeconfig",
-        "root-kcp-client-ca",
-        "shard-1-kcp-admin-kubeconfig",
-        "shard-1-kcp-logical-cluster-admin-kubeconfig",
-        "shard-1-kcp-serving",
-    ],
+    "root": sorted(
+        [
+            "root-kcp-admin-kubeconfig",
+            "root-kcp-ca",
+            "root-kcp-client-ca",
+            "root-kcp-external-logical-cluster-admin-kubeconfig",
+            "root-kcp-logical-cluster-admin-kubeconfig",
+            "root-kcp-serving",
+            *TRUST,
+        ]
+    ),
+    "shard-1": sorted(
+        [
+            "root-kcp-admin-kubeconfig",
+            "root-kcp-ca",
+            "root-kcp-client-ca",
+            "root-kcp-external-logical-cluster-admin-kubeconfig",
+            "shard-1-kcp-admin-kubeconfig",
+            "shard-1-kcp-logical-cluster-admin-kubeconfig",
+            "shard-1-kcp-serving",
+            *TRUST,
+        ]
+    ),
 }
 """The Secrets the operator issues for each sample Shard, as its status.certificates lists them."""
+FRONT_PROXY_ISSUED = sorted(
+    [
+        "kcp-front-proxy-admin-kubeconfig",
+        "kcp-front-proxy-kubeconfig",
+        "kcp-front-proxy-requestheader",
+        "kcp-front-proxy-serving",
+        *TRUST,
+    ]
+)
 SHORT_LIFETIME = {"certificateLifetime": "15m", "renewBefore": "5m"}
 OPERATOR_ACCOUNT = f"system:serviceaccount:{OPERATOR_NAMESPACE}:{RELEASE}"
 SERVE_TIMEOUT = 240
@@ -155,6 +178,23 @@ def cleaned_with_the_issued_kubeconfig(cluster: Cluster, namespace: str, folder:
     return proc.stdout
 
 
+def front_proxy_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Path:
+    """The users' admin kubeconfig of the sample FrontProxy as the README gets it."""
+    path = folder / "kcp.kubeconfig"
+    subprocess.run(
+        [CLI, "kubeconfig", "kcp", "--front-proxy", "-n", namespace, "-o", str(path)],
+        env=dict(cluster.env), check=True, timeout=60,
+    )  # fmt: skip
+    return path
+
+
+def status_of(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    loaded: dict[str, Any] = json.loads(
+        cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json")
+    )
+    return dict(loaded.get("status") or {})
+
+
 def served_certificate(cluster: Cluster, namespace: str, service: str) -> x509.Certificate:
     """The certificate kcp serves behind ``service`` (read over TLS, not from the Secret)."""
     with port_forward(cluster, namespace, service) as port:
@@ -162,10 +202,21 @@ def served_certificate(cluster: Cluster, namespace: str, service: str) -> x509.C
     return x509.load_pem_x509_certificate(pem.encode())
 
 
-def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: Path) -> None:
+def test_make_demo_runs_a_whole_installation_from_real_kcp_pods(
+    demo: Cluster, tmp_path: Path
+) -> None:
     ns = DEMO_NAMESPACE
     _, tag = kcp_image()
     try:
+        log(demo.kubectl("get", "shards,cacheservers,frontproxies", "-n", ns))
+        cache = status_of(demo, ns, "cacheserver", "cache")
+        assert (cache["phase"], cache["version"]) == ("Ready", tag.removeprefix("v")), cache
+        proxy = status_of(demo, ns, "frontproxy", "kcp")
+        assert (proxy["phase"], proxy["version"]) == ("Ready", tag.removeprefix("v")), proxy
+        assert condition(proxy, "Routing")["status"] == "True", proxy
+        assert [c["secret"] for c in proxy["certificates"]] == FRONT_PROXY_ISSUED, proxy
+        proxies = pods(demo, ns, "kcp", name="kcp-front-proxy")
+        assert [pod_ready(p) for p in proxies] == [True, True], proxies
         for name in ("root", "shard-1"):
             status = shard(demo, ns, name)["status"]
             assert status["phase"] == "Ready", status
@@ -180,10 +231,12 @@ def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: 
             )
             assert readyz_via_service(demo, ns, name) == "ok"
         # A user's workspaces land on both shards of the demo and stay, as the admin
-        # kubeconfig of the root shard that kcp-shard-operator kubeconfig prints sees them.
+        # kubeconfig of the root shard that kcp-shard-operator kubeconfig prints sees them,
+        # and as a user sees those made through the front-proxy.
         kubeconfig = admin_kubeconfig(demo, ns, "root", tmp_path)
         shards = ("root", "shard-1")
-        with shard_apis(demo, ns, kubeconfig, shards) as apis:
+        front = ("kcp-front-proxy", front_proxy_kubeconfig(demo, ns, tmp_path))
+        with shard_apis(demo, ns, kubeconfig, shards, front) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="demo")
             data.assert_intact(apis, "in the demo")
             cleaned = cleaned_with_the_issued_kubeconfig(demo, ns, tmp_path)
@@ -204,6 +257,8 @@ def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: 
             lifetime = renewed.not_valid_after_utc - renewed.not_valid_before_utc
             assert lifetime <= datetime.timedelta(minutes=21), lifetime
             data.assert_intact(apis, "after the certificates were renewed")
+            workspaces = demo_workspaces(apis)
+            assert set(workspaces.values()) == {"Ready"}, workspaces
     except BaseException:
         print(describe_failure(demo, ns))
         raise
@@ -221,6 +276,17 @@ def test_make_demo_runs_both_shards_from_real_kcp_pods(demo: Cluster, tmp_path: 
     assert f"This release serves only {ns}." in demo.helm(
         "get", "notes", RELEASE, "-n", OPERATOR_NAMESPACE
     )
+
+
+def demo_workspaces(apis: dict[str, Any]) -> dict[str, str]:
+    """The phase of each workspace in ``root``, read through the front-proxy: a workspace on
+    shard-1 is Ready there too (the root reads its LogicalCluster through the front-proxy)."""
+    listed = apis[FRONT_PROXY].get("/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspaces")
+    assert listed is not None
+    return {
+        item["metadata"]["name"]: (item.get("status") or {}).get("phase", "")
+        for item in listed["items"]
+    }
 
 
 def test_a_shard_no_operator_serves_has_no_status_until_its_namespace_is_watched(
