@@ -89,12 +89,13 @@ def delete_namespace(cluster: Cluster, name: str) -> None:
 
 
 def delete_shards(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
-    """Delete the Shards in ``namespace`` while the operator still runs, so it removes their
-    finalizer and the namespace can go; a failure is logged, not raised (this is cleanup)."""
+    """Delete the FrontProxies, Shards and CacheServers in ``namespace`` while the operator
+    still runs, so it removes their finalizer and the namespace can go; a failure is logged,
+    not raised (this is cleanup)."""
     try:
         cluster.kubectl(
-            "delete", "shards", "--all", "-n", namespace, "--ignore-not-found",
-            f"--timeout={timeout:g}s", timeout=timeout + 30,
+            "delete", "frontproxies,shards,cacheservers", "--all", "-n", namespace,
+            "--ignore-not-found", f"--timeout={timeout:g}s", timeout=timeout + 30,
         )  # fmt: skip
     except KubectlError as err:
         log(f"could not delete the Shards in {namespace}: {err}")
