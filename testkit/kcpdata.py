@@ -318,6 +318,20 @@ class KcpData:
         data.verify(apis, "after creating them")
         return data
 
+    def through_front_proxy(self) -> dict[str, str]:
+        """Per shard, the path of the ConfigMap made through the front-proxy in the workspace
+        on that shard, as read through it (by the workspace's path)."""
+        on_shards = {
+            r.name: r.shard
+            for r in self.records
+            if r.kind == "ConfigMap" and r.shard != FRONT_PROXY
+        }
+        return {
+            on_shards[r.name]: r.path
+            for r in self.records
+            if r.kind == "ConfigMap" and r.shard == FRONT_PROXY
+        }
+
     def verify(self, shards: Mapping[str, ShardAPI], step: str) -> list[Finding]:
         """Every record read again from its shard; returns the ones not ``ok``. Reads again
         while a shard is unreachable, for up to a minute; nothing else is retried."""

@@ -84,8 +84,10 @@ def test_the_front_proxy_starts_after_its_root_and_rolls_after_every_shard(
 ) -> None:
     apply(kubectl, namespace, front_proxy("kcp", OLD))
     wait_for(
-        lambda: condition(proxy_status(kubectl, namespace), "Degraded").get("reason")
-        == "RootShardNotFound",
+        lambda: (
+            condition(proxy_status(kubectl, namespace), "Degraded").get("reason")
+            == "RootShardNotFound"
+        ),
         60,
         "the FrontProxy reports its missing root Shard",
     )
@@ -137,9 +139,10 @@ def test_the_front_proxy_starts_after_its_root_and_rolls_after_every_shard(
         time.sleep(1)
         held.append(template_version(kubectl, namespace, "kcp-front-proxy"))
     assert held == [OLD] * 5, "the front-proxy does not roll before every shard has"
-    assert "shard-1 runs kcp 0.27.1" in condition(proxy_status(kubectl, namespace), "Progressing")[
-        "message"
-    ]
+    assert (
+        "shard-1 runs kcp 0.27.1"
+        in condition(proxy_status(kubectl, namespace), "Progressing")["message"]
+    )
 
     patch_spec(kubectl, namespace, "shard-1", {"nodeSelector": None})
 

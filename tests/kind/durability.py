@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -74,6 +75,31 @@ def shard_apis(
     finally:
         for fwd in forwards.values():
             fwd.close()
+
+
+CLI = str(REPO / ".venv" / "bin" / "kcp-shard-operator")
+
+
+def admin_kubeconfig(
+    cluster: Cluster, namespace: str, shard: str, folder: Path, *server: str
+) -> Path:
+    """The admin kubeconfig of ``shard`` as the README gets it."""
+    path = folder / f"{shard}.kubeconfig"
+    subprocess.run(
+        [CLI, "kubeconfig", shard, "-n", namespace, "-o", str(path), *server],
+        env=dict(cluster.env), check=True, timeout=60,
+    )  # fmt: skip
+    return path
+
+
+def front_proxy_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Path:
+    """The users' admin kubeconfig of the sample FrontProxy as the README gets it."""
+    path = folder / "kcp.kubeconfig"
+    subprocess.run(
+        [CLI, "kubeconfig", "kcp", "--front-proxy", "-n", namespace, "-o", str(path)],
+        env=dict(cluster.env), check=True, timeout=60,
+    )  # fmt: skip
+    return path
 
 
 def pod_names(cluster: Cluster, namespace: str, shard: str) -> set[str]:

@@ -154,13 +154,87 @@ def shards_on_etcd_pod(
     return shards
 
 
+def installation_on_etcd_pod(
+    cluster: Cluster, namespace: str, version: str, replicas: int
+) -> list[dict[str, Any]]:
+    """An etcd pod in ``namespace``, and a whole installation at kcp ``version`` on the
+    operator's own PKI (not applied yet): CacheServer ``cache``, root and shard-1 with
+    ``replicas`` each on that etcd and on the cache server, FrontProxy ``kcp``."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=ETCD)
+    cluster.kubectl(
+        "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
+    )
+    repository, _ = kcp_image()
+    image = {"repository": repository, "tag": f"v{version}", "pullPolicy": "Never"}
+    on_cache = {"cache": {"serverRef": {"name": CACHE}}}
+    objects: list[dict[str, Any]] = [
+        _kcp_object("CacheServer", CACHE, {"version": version, "image": image}),
+    ]
+    for name in ("root", "shard-1"):
+        spec: dict[str, Any] = {
+            "version": version,
+            "image": image,
+            "replicas": replicas,
+            "etcd": {"endpoints": [f"http://etcd.{namespace}.svc:2379"], "prefix": f"/{name}"},
+            **on_cache,
+        }
+        if name != "root":
+            spec["rootShardRef"] = {"name": "root"}
+        objects.append(_kcp_object("Shard", name, spec))
+    proxy = {"version": version, "image": image, "rootShardRef": {"name": "root"}}
+    objects.append(_kcp_object("FrontProxy", FRONT_PROXY, proxy))
+    return objects
+
+
+def _kcp_object(kind: str, name: str, spec: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": kind,
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+INSTALLATION = (("cacheserver", "cache"), ("shard", "root"), ("shard", "shard-1"))
+CACHE = "cache"
+FRONT_PROXY = "kcp"
+"""The names of the installation's CacheServer and FrontProxy."""
+
+
+def bump_installation(cluster: Cluster, namespace: str, version: str) -> None:
+    """Set kcp ``version`` (and its image tag) on the CacheServer, both Shards and the
+    FrontProxy at once, as a user upgrading the whole installation does."""
+    patch = json.dumps({"spec": {"version": version, "image": {"tag": f"v{version}"}}})
+    for kind, name in (*INSTALLATION, ("frontproxy", FRONT_PROXY)):
+        cluster.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", patch)
+
+
+def installation_ready(cluster: Cluster, namespace: str, version: str) -> bool:
+    """The CacheServer, both Shards and the FrontProxy Ready at kcp ``version``."""
+    return all(
+        shard_ready(kcp_object(cluster, namespace, kind, name), version)
+        for kind, name in (*INSTALLATION, ("frontproxy", FRONT_PROXY))
+    )
+
+
+def kcp_object(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = json.loads(
+        cluster.kubectl("get", kind, name, "-n", namespace, "-o", "json")
+    )
+    return obj
+
+
 @contextmanager
 def kcp_namespace(cluster: Cluster, prefix: str) -> Iterator[str]:
-    """A fresh namespace for a test's Shards; afterwards its Shards deleted while the operator
-    runs (it removes their finalizers), then the namespace."""
+    """A fresh namespace for a test's Shards; afterwards its FrontProxies, Shards and
+    CacheServers deleted while the operator runs (it removes their finalizers), then the
+    namespace."""
     name = create_namespace(cluster, prefix)
     yield name
-    cluster.kubectl("delete", "shards", "--all", "-n", name, "--timeout=120s", timeout=150)
+    cluster.kubectl(
+        "delete", "frontproxies,shards,cacheservers", "--all", "-n", name, "--timeout=120s",
+        timeout=150,
+    )  # fmt: skip
     delete_namespace(cluster, name)
 
 
@@ -324,9 +398,9 @@ def describe_failure(cluster: Cluster, namespace: str) -> str:
     """Pods, events and kcp logs of ``namespace`` and the operator's log, for a failed test."""
     parts = []
     for args in (
-        ("get", "pods,shards", "-n", namespace, "-o", "wide"),
+        ("get", "pods,shards,cacheservers,frontproxies", "-n", namespace, "-o", "wide"),
         ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
-        ("logs", "-n", namespace, "-l", "app.kubernetes.io/name=kcp", "--tail=30", "--prefix"),
+        ("logs", "-n", namespace, "-l", "app.kubernetes.io/part-of=kcp", "--tail=30", "--prefix"),
         ("logs", "-n", OPERATOR_NAMESPACE, "deploy/kcp-shard-operator", "--tail=40"),
     ):
         try:

@@ -26,9 +26,8 @@ from testkit.kube import Cluster
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
 
-from .durability import replace_all_pods, shard_apis
+from .durability import admin_kubeconfig, replace_all_pods, shard_apis
 from .kind import describe_failure, kcp_namespace, pod_ready, pods, port_forward
-from .test_demo import admin_kubeconfig
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 

@@ -39,7 +39,14 @@ from testkit.tools import REPO, log
 from testkit.wait import wait_for
 from tests.e2e.capture import uncaptured
 
-from .durability import pod_names, shard_apis, wait_replaced
+from .durability import (
+    CLI,
+    admin_kubeconfig,
+    front_proxy_kubeconfig,
+    pod_names,
+    shard_apis,
+    wait_replaced,
+)
 from .kind import (
     OPERATOR_NAMESPACE,
     RELEASE,
@@ -148,21 +155,6 @@ def can_i(cluster: Cluster, verb: str, resource: str, namespace: str) -> bool:
     return proc.stdout.strip() == "yes"
 
 
-CLI = str(REPO / ".venv" / "bin" / "kcp-shard-operator")
-
-
-def admin_kubeconfig(
-    cluster: Cluster, namespace: str, shard: str, folder: Path, *server: str
-) -> Path:
-    """The admin kubeconfig of ``shard`` as the README gets it."""
-    path = folder / f"{shard}.kubeconfig"
-    subprocess.run(
-        [CLI, "kubeconfig", shard, "-n", namespace, "-o", str(path), *server],
-        env=dict(cluster.env), check=True, timeout=60,
-    )  # fmt: skip
-    return path
-
-
 def cleaned_with_the_issued_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> str:
     """``cleanup-identitycache`` on shard-1 with the admin kubeconfig the operator issued
     for it. kcp 0.27.1 still runs the identitycache controller, which writes the ConfigMap
@@ -176,16 +168,6 @@ def cleaned_with_the_issued_kubeconfig(cluster: Cluster, namespace: str, folder:
         )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return proc.stdout
-
-
-def front_proxy_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Path:
-    """The users' admin kubeconfig of the sample FrontProxy as the README gets it."""
-    path = folder / "kcp.kubeconfig"
-    subprocess.run(
-        [CLI, "kubeconfig", "kcp", "--front-proxy", "-n", namespace, "-o", str(path)],
-        env=dict(cluster.env), check=True, timeout=60,
-    )  # fmt: skip
-    return path
 
 
 def status_of(cluster: Cluster, namespace: str, kind: str, name: str) -> dict[str, Any]:

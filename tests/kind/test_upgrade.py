@@ -1,24 +1,35 @@
-"""The rolling upgrade on real pods (make e2e-upgrade): a root and a non-root shard, two kcp
-replicas each on an etcd pod, bumped together from kcp v0.27.1 to v0.28.0 (both built from
-their Go modules), the operator pod killed once mid-rollout; then bumped back down to v0.27.1.
+"""The rolling upgrade of a whole installation on real pods (make e2e-upgrade): a CacheServer,
+a root and a non-root shard (two kcp replicas each, on an etcd pod) and a FrontProxy (two
+replicas), all on the operator's own PKI, bumped together from kcp v0.27.1 to v0.28.0 (both
+built from their Go modules), the operator pod killed once mid-rollout; then the Shards bumped
+back down to v0.27.1, which is refused.
 
-The upgrade crosses a kcp minor release, so the operator renders it as ``Recreate``: the
-test checks that a shard's pods never run two versions at once, the root shard rolls first
-and ``/readyz`` through each Service fails no longer than one pod's restart.
+The operator orders the upgrade: the cache server first, then the root shard, then shard-1,
+then the front-proxy, each once the one before has rolled out. The upgrade crosses a kcp minor
+release, so the shards roll with ``Recreate``: the test checks that a shard's pods never run two
+versions at once, the order above, and that ``/readyz`` through each Service fails no longer
+than one pod's restart.
 
-A sampler records a timeline (each pod's kcp version and readiness, whether it runs with
-``--root-shard-kubeconfig-file``, each PodDisruptionBudget's ``disruptionsAllowed``,
-``status.version`` and ``/readyz`` through each Service), printed as a table at the end.
+A sampler records a timeline (each pod's kcp version and readiness, whether a shard's pod runs
+with ``--root-shard-kubeconfig-file``, each PodDisruptionBudget's ``disruptionsAllowed``,
+``status.version``, ``/readyz`` through each shard's Service), and a pod in the cluster reads
+through the front-proxy every second: a ConfigMap in a workspace on the root and one in a
+workspace on shard-1, made through the front-proxy. The timeline is printed as a table with
+the front-proxy's failed reads; the longest time a read kept failing per step goes to
+``bench/results/upgrade-front-proxy.json``.
 
 The bump down crosses a minor release, which kcp does not support: v0.28.0 stores APIExports
-and APIBindings as apis.kcp.io/v1alpha2, and a v0.27.1 pod on that etcd never becomes ready
-(its CRD update is refused). The operator refuses it: both shards keep serving v0.28.0 with
-``DowngradeRefused``, no v0.27.1 pod starts, and the spec set back to v0.28.0 is Ready again.
+and APIBindings as apis.kcp.io/v1alpha2, and a v0.27.1 pod on that etcd never becomes ready.
+The operator refuses it: both shards keep serving v0.28.0 with ``DowngradeRefused``, and the
+spec set back to v0.28.0 is Ready again.
 
-Then, on the external etcd: both serving certificates rotated, ``kubectl rollout restart``,
-and the last hop to the newest kcp that builds here (``KCP_NEXT_VERSION``, v0.30.0). The
-workspaces and objects of :mod:`testkit.kcpdata` on both shards are read again after every
-step (``bench/results/durability.json``, ``external-etcd``).
+Then: both serving certificates issued again (their Secrets deleted: the operator issues new
+ones and rolls the pods), ``kubectl rollout restart``, the last hop of the whole installation to
+the newest kcp that builds here (``KCP_NEXT_VERSION``, v0.30.0), and both root pods killed at
+once while the front-proxy is read: what a read of the workspace on shard-1 gets while the root
+shard is down. The workspaces and objects of :mod:`testkit.kcpdata`, those made through the
+front-proxy among them, are read again after every step (``bench/results/durability.json``,
+``installation``).
 
 Every version still needs ``--root-shard-kubeconfig-file``, so the flag stays on the non-root
 shard throughout: no kcp release that ignores it can be built here (see README, Known
@@ -44,17 +55,16 @@ from testkit.operator_metrics import Scrape
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
-from tests.e2e.pki import Pki
 from tests.e2e.shards import plan_json
 
 from .durability import (
     OPERATOR_SELECTOR,
     RESULTS,
     DataSteps,
-    pki_kubeconfig,
+    admin_kubeconfig,
+    front_proxy_kubeconfig,
     replace_all_pods,
     rollout_restart,
-    rotate_serving_certs,
     shard_apis,
 )
 from .kind import (
@@ -62,18 +72,22 @@ from .kind import (
     OLD,
     OPERATOR_NAMESPACE,
     bump,
+    bump_installation,
     condition_of,
     describe_failure,
+    installation_on_etcd_pod,
+    installation_ready,
     kcp_namespace,
     load_kcp_image,
     operator_metrics,
-    shards_on_etcd_pod,
     wait_degraded_cleared,
     wait_refused,
     wait_version,
 )
+from .reader import FrontProxyReader, Read, failures, longest_failure
 from .timeline import (
     FLAG,
+    INSTALLATION,
     REPLICAS,
     SHARDS,
     Sample,
@@ -94,35 +108,51 @@ REFUSAL_WATCH = RESYNC_WINDOW
 """Seconds the timeline keeps sampling after the refusal: at least one resync pass of each
 Shard, and long enough for the Deployment controller to have started a pod on the refused
 version, had the operator asked for one."""
+ROOT_DOWN_WATCH = 20.0
+"""Seconds of reads through the front-proxy after both root pods are gone, before the
+replacements may be Ready."""
+
+
+def started_at(samples: list[Sample], component: str, version: str) -> float | None:
+    """When a pod of ``component`` first ran ``version``."""
+    return first(samples, lambda s: any(p.version == version for p in s.pods[component]))
+
+
+def assert_order(samples: list[Sample], new: str) -> None:
+    """The cache server, the root shard, shard-1 and the front-proxy rolled one after the
+    other: no pod of one ran ``new`` before every pod of the one before did."""
+    for before, after in pairwise(INSTALLATION):
+        done = first(samples, lambda s, c=before: rolled(s, c, new))
+        begun = started_at(samples, after, new)
+        assert begun is not None, f"{after} never ran {new}"
+        assert done is not None, f"{after} started {new} before {before} had rolled out"
+        assert begun >= done, f"{after} started {new} at {begun:.0f}s, {before} done at {done:.0f}s"
 
 
 def assert_invariants(samples: list[Sample], new: str) -> None:
     """What must hold at every moment of an upgrade to ``new`` across a kcp minor release:
-    the root shard rolls first, a shard's pods never run two kcp versions at once (on one
-    etcd they fight over their bootstrap objects), the PDB holds, ``status.version`` is
+    the order of the installation, a shard's pods never run two kcp versions at once (on one
+    etcd they fight over their bootstrap objects), the PDBs hold, ``status.version`` is
     honest."""
-    root_done = first(samples, lambda s: rolled(s, "root", new))
-    shard_started = first(samples, lambda s: any(p.version == new for p in s.pods["shard-1"]))
-    if shard_started is not None:
-        assert root_done is not None, f"shard-1 started {new} before the root shard rolled out"
-        assert shard_started >= root_done, "shard-1 rolled before the root shard had rolled out"
+    assert_order(samples, new)
     for sample in samples:
+        for component in INSTALLATION:
+            allowed = sample.disruptions_allowed[component]
+            assert allowed is None or allowed >= 0, sample
+            if sample.status_version[component] == new:
+                assert all(p.version == new for p in sample.pods[component] if p.ready), (
+                    f"{component}: status.version {new} at {sample.at:.0f}s while replicas ran "
+                    f"{[p.version for p in sample.pods[component]]}"
+                )
         for shard in SHARDS:
             versions = {p.version for p in sample.pods[shard]}
             assert len(versions) <= 1, f"{shard}: kcp {sorted(versions)} at {sample.at:.0f}s"
-            allowed = sample.disruptions_allowed[shard]
-            assert allowed is None or allowed >= 0, sample
-            if sample.status_version[shard] == new:
-                assert all(p.version == new for p in sample.pods[shard] if p.ready), (
-                    f"{shard}: status.version {new} at {sample.at:.0f}s while replicas ran "
-                    f"{[p.version for p in sample.pods[shard]]}"
-                )
 
 
 def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> None:
-    """A finished rollout: no PDB violation, short outages, honest status, root first."""
-    assert any(rolled(s, "root", new) for s in samples), f"root never ran {new} everywhere"
-    assert any(rolled(s, "shard-1", new) for s in samples), f"shard-1 never ran {new}"
+    """A finished rollout: every component at ``new``, the invariants, short outages."""
+    for component in INSTALLATION:
+        assert any(rolled(s, component, new) for s in samples), f"{component} never ran {new}"
     assert_invariants(samples, new)
     for shard in SHARDS:
         outage = longest_outage(samples, shard)
@@ -132,6 +162,7 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
 ROLLOUT_COUNT = "kcp_shard_operator_rollout_duration_seconds_count"
 ROLLOUT_SUM = "kcp_shard_operator_rollout_duration_seconds_sum"
 WRITES = "kcp_shard_operator_api_writes_total"
+ROLES = ("cache-server", "root", "non-root", "front-proxy")
 
 
 def plan_summary(planned: dict[str, Any]) -> str:
@@ -160,7 +191,7 @@ def assert_plan_was_the_upgrade(planned: dict[str, Any], upgrade: list[Sample]) 
     assert all(s["now"] == OLD and s["after"] == NEW for s in planned["steps"]), planned
     assert all(s["flagsDropped"] == [] for s in planned["steps"]), planned
     root_done = first(upgrade, lambda s: rolled(s, "root", NEW))
-    shard_started = first(upgrade, lambda s: any(p.version == NEW for p in s.pods["shard-1"]))
+    shard_started = started_at(upgrade, "shard-1", NEW)
     assert root_done is not None
     assert shard_started is not None
     assert root_done <= shard_started
@@ -170,10 +201,10 @@ def assert_metrics_moved(
     initial: Scrape, before_kill: Scrape, after: Scrape, upgrade: list[Sample]
 ) -> None:
     """The operator's counters over the upgrade, across its pod's replacement (a new pod
-    counts from zero): one rollout observed per shard, Deployment writes, the gauge up while
-    rolling; written to bench/results/upgrade-metrics.json."""
+    counts from zero): one rollout observed per component, Deployment writes, the gauge up
+    while rolling; written to bench/results/upgrade-metrics.json."""
     figures: dict[str, Any] = {}
-    for role in ("root", "non-root"):
+    for role in ROLES:
         old_pod = (before_kill.value(ROLLOUT_COUNT, role=role) or 0) - (
             initial.value(ROLLOUT_COUNT, role=role) or 0
         )
@@ -197,8 +228,44 @@ def assert_metrics_moved(
     log(f"operator metrics over the upgrade: {figures}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "upgrade-metrics.json").write_text(json.dumps(figures, indent=2) + "\n")
-    assert writes >= len(SHARDS), figures
+    assert writes >= len(INSTALLATION), figures
     assert max(gauge, default=0) >= 1, figures
+
+
+def front_proxy_figures(
+    reads: list[Read], steps: list[tuple[str, float, float]], keys: list[str]
+) -> list[dict[str, Any]]:
+    """Per step (name, wall-clock start, end) and read key: the reads, the failed ones and the
+    longest time reads kept failing; written to bench/results/upgrade-front-proxy.json."""
+    figures = []
+    for name, start, end in steps:
+        figure: dict[str, Any] = {"step": name, "seconds": round(end - start, 1)}
+        for key in keys:
+            within = [r for r in reads if r.key == key and start <= r.at <= end]
+            figure[key] = {
+                "reads": len(within),
+                "failed": len(failures(reads, key, start, end)),
+                "longest_failure_seconds": round(longest_failure(reads, key, start, end), 1),
+            }
+        figures.append(figure)
+        log(f"front-proxy reads during {name}: {figure}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "upgrade-front-proxy.json").write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+def read_cell(timeline: Timeline, reads: list[Read], keys: list[str]) -> Any:
+    """The table's cell of the front-proxy's reads between two samples: ``ok`` or the failed
+    reads per key (and the first error)."""
+
+    def cell(start: float, end: float) -> str:
+        bad = [r for r in reads if not r.ok and start < timeline.at(r.at) <= end and r.key in keys]
+        if not bad:
+            return "ok"
+        counts = " ".join(f"{k}:{sum(r.key == k for r in bad)}F" for k in keys)
+        return f"{counts} {bad[0].status or bad[0].error[:20]}"
+
+    return cell
 
 
 @pytest.fixture
@@ -216,39 +283,81 @@ def template_version(cluster: Cluster, namespace: str, shard: str) -> str:
     ).rsplit(":v", 1)[-1]  # fmt: skip
 
 
-def test_rolling_upgrade_and_rollback_on_real_pods(
+def wait_installation(cluster: Cluster, namespace: str, version: str, timeline: Timeline) -> None:
+    wait_for(
+        lambda: installation_ready(cluster, namespace, version),
+        ROLL_TIMEOUT,
+        f"the whole installation Ready at kcp {version}",
+        interval=3,
+    )
+    wait_for(
+        lambda: (
+            bool(timeline.samples)
+            and all(rolled(timeline.samples[-1], c, version) for c in INSTALLATION)
+        ),
+        60,
+        f"a timeline sample with every replica Ready at {version}",
+        interval=1,
+    )
+
+
+def kill_root(cluster: Cluster, namespace: str, timeline: Timeline) -> tuple[float, float]:
+    """Both root pods deleted at once; the wall-clock times of the deletion and of the root
+    Ready again on new pods."""
+    selector = "app.kubernetes.io/name=kcp,app.kubernetes.io/instance=root"
+    begun = time.time()
+    cluster.kubectl("delete", "pods", "-n", namespace, "-l", selector, "--wait=false")
+    timeline.mark("both root pods deleted")
+    time.sleep(ROOT_DOWN_WATCH)
+    wait_version(cluster, namespace, ("root",), NEXT, ROLL_TIMEOUT)
+    wait_for(
+        lambda: bool(timeline.samples) and rolled(timeline.samples[-1], "root", NEXT),
+        120,
+        "a timeline sample with both new root pods Ready",
+        interval=1,
+    )
+    timeline.mark("root Ready again on new pods")
+    return begun, time.time()
+
+
+def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     kind_cluster: Cluster, upgrade_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = upgrade_namespace, kind_cluster.kubectl
-    pki = Pki.create(tmp_path / "pki")
-    shards = shards_on_etcd_pod(kind_cluster, ns, pki, OLD, REPLICAS)
-    timeline = Timeline(kind_cluster, ns)
+    objects = installation_on_etcd_pod(kind_cluster, ns, OLD, REPLICAS)
+    timeline = Timeline(kind_cluster, ns, INSTALLATION)
     stack = ExitStack()
+    steps: list[tuple[str, float, float]] = []
+    reader: FrontProxyReader | None = None
+    keys: list[str] = []
     try:
-        kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
+        kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objects))
         timeline.start()
-        timeline.mark(f"applied root and shard-1 at kcp {OLD}, {REPLICAS} replicas each")
-        wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
-        timeline.mark(f"both Ready at {OLD}")
-        apis = stack.enter_context(
-            shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), SHARDS)
-        )
+        timeline.mark(f"applied the cache server, root, shard-1 and the front-proxy at {OLD}")
+        wait_installation(kind_cluster, ns, OLD, timeline)
+        timeline.mark(f"all Ready at {OLD}")
+        front = ("kcp-front-proxy", front_proxy_kubeconfig(kind_cluster, ns, tmp_path))
+        root_admin = admin_kubeconfig(kind_cluster, ns, "root", tmp_path)
+        apis = stack.enter_context(shard_apis(kind_cluster, ns, root_admin, SHARDS, front))
         data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="upgrade")
-        steps = DataSteps(data, apis, "durability", "external-etcd")
-        timeline.mark(f"data created: {len(data.records)} objects on both shards")
+        checks = DataSteps(data, apis, "durability", "installation")
+        timeline.mark(f"data created: {len(data.records)} objects, through the front-proxy too")
+        paths = data.through_front_proxy()
+        keys = sorted(paths)
+        reader = FrontProxyReader(kind_cluster, ns, "kcp-front-proxy-admin-kubeconfig", paths)
+        reader.start()
+        stack.callback(reader.stop)
+        timeline.mark(f"reading {keys} through the front-proxy every second, from a pod")
         planned = plan_json(kind_cluster, "-n", ns, "--to", NEW)
         timeline.mark(f"plan --to {NEW}: {plan_summary(planned)}")
         initial = operator_metrics(kind_cluster)
         upgrade_from = len(timeline.samples)
-        started = time.monotonic()
+        began, started = time.time(), time.monotonic()
 
-        bump(kind_cluster, ns, SHARDS, NEW)
-        timeline.mark(f"both Shards bumped to {NEW}")
+        bump_installation(kind_cluster, ns, NEW)
+        timeline.mark(f"the whole installation bumped to {NEW}")
         wait_for(
-            lambda: (
-                any(rolled(s, "root", NEW) for s in timeline.samples[-3:])
-                or any(p.version == NEW for s in timeline.samples[-2:] for p in s.pods["root"])
-            ),
+            lambda: any(p.version == NEW for s in timeline.samples[-2:] for p in s.pods["root"]),
             ROLL_TIMEOUT,
             "a root pod on the new version",
             interval=2,
@@ -256,25 +365,19 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
         before_kill = operator_metrics(kind_cluster)
         kubectl("delete", "pod", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR)
         timeline.mark("operator pod deleted mid-rollout")
-        wait_version(kind_cluster, ns, SHARDS, NEW, ROLL_TIMEOUT)
-        wait_for(
-            lambda: (
-                bool(timeline.samples) and all(rolled(timeline.samples[-1], s, NEW) for s in SHARDS)
-            ),
-            60,
-            f"a timeline sample with every replica Ready at {NEW}",
-            interval=1,
-        )
-        timeline.mark(f"both Ready at {NEW}")
+        wait_installation(kind_cluster, ns, NEW, timeline)
+        timeline.mark(f"all Ready at {NEW}")
+        steps.append((f"the upgrade to {NEW}", began, time.time()))
         upgrade = timeline.samples[upgrade_from:]
         after_upgrade = wait_for(
             lambda: _scrape_at(kind_cluster, NEW), 60, f"/metrics of the new operator pod at {NEW}"
         )
-        steps.check(
-            f"the upgrade to {NEW}, the operator pod killed mid-rollout", time.monotonic() - started
+        checks.check(
+            f"the upgrade to {NEW}, the operator pod killed mid-rollout",
+            time.monotonic() - started,
         )
         refusal_from = len(timeline.samples)
-        started = time.monotonic()
+        began, started = time.time(), time.monotonic()
 
         refused = plan_json(kind_cluster, "-n", ns, "--to", OLD)["steps"]
         timeline.mark(
@@ -292,49 +395,59 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             assert ready.get("status") == "True", ready
             message = condition_of(kind_cluster, ns, shard, "Degraded").get("message", "")
             assert f"the shard stays at kcp {NEW}" in message, message
-        steps.check(f"the refused downgrade to {OLD}", time.monotonic() - started)
-
+        checks.check(f"the refused downgrade to {OLD}", time.monotonic() - started)
         bump(kind_cluster, ns, SHARDS, NEW)
         timeline.mark(f"spec set back to {NEW}")
         wait_version(kind_cluster, ns, SHARDS, NEW, 120)
         wait_degraded_cleared(kind_cluster, ns, SHARDS, 120)
         timeline.mark(f"both Ready at {NEW} again, Degraded cleared")
         time.sleep(4)
+        steps.append((f"the refused downgrade to {OLD}", began, time.time()))
         after = timeline.samples[refusal_from:]
 
-        def rotate() -> None:
-            rotate_serving_certs(kind_cluster, ns, pki, SHARDS)
-            timeline.mark("both serving certificates rotated")
+        def renew() -> None:
+            serving = [f"{shard}-kcp-serving" for shard in SHARDS]
+            kubectl("delete", "secret", "-n", ns, *serving)
+            timeline.mark("both serving certificates' Secrets deleted (issued again)")
 
         def restart_deployments() -> None:
             rollout_restart(kind_cluster, ns, SHARDS)
             timeline.mark("kubectl rollout restart of both Deployments")
 
         for what, act in (
-            ("a rotation of both serving certificates", rotate),
+            ("serving certificates issued again", renew),
             ("kubectl rollout restart", restart_deployments),
         ):
-            steps.check(
-                what, replace_all_pods(kind_cluster, ns, SHARDS, REPLICAS, ROLL_TIMEOUT, act)
-            )
+            began = time.time()
+            took = replace_all_pods(kind_cluster, ns, SHARDS, REPLICAS, ROLL_TIMEOUT, act)
+            steps.append((what, began, time.time()))
+            checks.check(what, took)
 
-        started = time.monotonic()
+        began, started = time.time(), time.monotonic()
         next_from = len(timeline.samples)
-        bump(kind_cluster, ns, SHARDS, NEXT)
-        timeline.mark(f"both Shards bumped to {NEXT}, the newest kcp that builds here")
-        wait_version(kind_cluster, ns, SHARDS, NEXT, ROLL_TIMEOUT)
-        timeline.mark(f"both Ready at {NEXT}")
-        steps.check(f"the upgrade to {NEXT}", time.monotonic() - started)
+        bump_installation(kind_cluster, ns, NEXT)
+        timeline.mark(f"the whole installation bumped to {NEXT}, the newest kcp that builds here")
+        wait_installation(kind_cluster, ns, NEXT, timeline)
+        timeline.mark(f"all Ready at {NEXT}")
+        steps.append((f"the upgrade to {NEXT}", began, time.time()))
+        checks.check(f"the upgrade to {NEXT}", time.monotonic() - started)
         to_next = timeline.samples[next_from:]
+
+        root_down = kill_root(kind_cluster, ns, timeline)
+        steps.append(("both root pods killed", *root_down))
+        checks.check("both root pods killed", root_down[1] - root_down[0])
+        reads = reader.reads()
     except BaseException:
         timeline.stop()
+        found = reader.reads() if reader is not None else []
         stack.close()
-        print(timeline.table())
+        print(timeline.table(read_cell(timeline, found, keys) if keys else None))
         print(describe_failure(kind_cluster, ns))
         raise
     timeline.stop()
     stack.close()
-    print(f"\nTimeline (pods: kcp version / R ready / F {FLAG}):\n{timeline.table()}")
+    table = timeline.table(read_cell(timeline, reads, keys))
+    print(f"\nTimeline (pods: kcp version / R ready / F {FLAG}):\n{table}")
     start, stop = longest_pod_start(timeline.samples), longest_pod_stop(timeline.samples)
     samples = timeline.samples
     resolution = max(b.at - a.at for a, b in pairwise(samples))
@@ -345,6 +458,7 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
     )
     for shard in SHARDS:
         log(f"{shard}: longest /readyz failure {longest_outage(upgrade, shard):.0f}s")
+    figures = front_proxy_figures(reads, steps, keys)
     assert_rollout(upgrade, NEW, restart_bound=restart)
     for shard in SHARDS:
         log(f"{shard}: longest /readyz failure to {NEXT} {longest_outage(to_next, shard):.0f}s")
@@ -357,5 +471,12 @@ def test_rolling_upgrade_and_rollback_on_real_pods(
             assert sample.status_version[shard] == NEW, sample
     assert all(p.flag for s in timeline.samples for p in s.pods["shard-1"])
     assert not any(p.flag for s in timeline.samples for p in s.pods["root"])
+    assert all(r.ok for r in reads if r.at < steps[0][1]), "reads failed before the upgrade"
+    root_killed = figures[-1]
+    log(
+        "with both root pods gone, reads through the front-proxy of the workspace on shard-1: "
+        f"{root_killed['shard-1']}; on the root: {root_killed['root']}"
+    )
+    assert root_killed["root"]["failed"] > 0, "the root's workspace read while no root pod ran"
     assert_plan_was_the_upgrade(planned, upgrade)
     assert_metrics_moved(initial, before_kill, after_upgrade, upgrade)

@@ -1,4 +1,5 @@
-"""What the kind upgrade tests sample while shards roll: a timeline of the shards' pods, PDBs,
+"""What the kind upgrade tests sample while an installation rolls: a timeline of the pods of
+the shards (and of its cache server and front-proxy, where it has them), PDBs,
 ``status.version``, ``/readyz`` and the operator's rollouts-in-progress gauge, a faster
 ``/readyz`` probe per Service, and the figures read off them."""
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +18,25 @@ from testkit.tools import log
 from .kind import operator_metrics, pod_ready, readyz_via_service
 
 SHARDS = ("root", "shard-1")
+CACHE = "cache"
+FRONT_PROXY = "front-proxy"
+INSTALLATION = (CACHE, *SHARDS, FRONT_PROXY)
+"""The components of a whole installation, in the order they roll."""
 REPLICAS = 2
 FLAG = "--root-shard-kubeconfig-file"
 ROLLOUTS_IN_PROGRESS = "kcp_shard_operator_rollouts_in_progress"
+KINDS = {CACHE: "cacheservers", FRONT_PROXY: "frontproxies"}
+"""The kind of each component that is not a Shard (its object is the only one of it)."""
+
+
+def component_of(labels: dict[str, str]) -> str:
+    """The component a pod of the installation belongs to, by its labels."""
+    app = labels.get("app.kubernetes.io/name")
+    if app == "kcp-cache-server":
+        return CACHE
+    if app == "kcp-front-proxy":
+        return FRONT_PROXY
+    return labels.get("app.kubernetes.io/instance", "")
 
 
 @dataclass(frozen=True)
@@ -44,11 +62,14 @@ class Sample:
 
 @dataclass
 class Timeline:
-    """Samples of the shards' pods, PDBs, status and /readyz, taken by a background thread."""
+    """Samples of the components' pods, PDBs, status and the shards' /readyz, taken by a
+    background thread. ``epoch`` is the wall-clock time of ``started``."""
 
     cluster: Cluster
     namespace: str
+    components: tuple[str, ...] = SHARDS
     started: float = field(default_factory=time.monotonic)
+    epoch: float = field(default_factory=time.time)
     samples: list[Sample] = field(default_factory=list)
     events: list[tuple[float, str]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -64,16 +85,22 @@ class Timeline:
         )
         return result
 
+    def at(self, wall_clock: float) -> float:
+        """A wall-clock time as seconds on this timeline."""
+        return wall_clock - self.epoch
+
     def sample(self) -> Sample:
-        pods: dict[str, list[PodState]] = {s: [] for s in SHARDS}
+        pods: dict[str, list[PodState]] = {c: [] for c in self.components}
         terminating = set()
-        for pod in self._get("pods", "-l", "app.kubernetes.io/name=kcp")["items"]:
-            shard = pod["metadata"]["labels"]["app.kubernetes.io/instance"]
+        for pod in self._get("pods", "-l", "app.kubernetes.io/part-of=kcp")["items"]:
+            component = component_of(pod["metadata"]["labels"])
+            if component not in pods:
+                continue
             if pod["metadata"].get("deletionTimestamp"):
                 terminating.add(pod["metadata"]["name"])
                 continue
             container = pod["spec"]["containers"][0]
-            pods[shard].append(
+            pods[component].append(
                 PodState(
                     name=pod["metadata"]["name"][-5:],
                     version=container["image"].rsplit(":v", 1)[-1],
@@ -82,12 +109,17 @@ class Timeline:
                 )
             )
         pdbs = {
-            p["metadata"]["name"].removesuffix("-kcp"): p.get("status", {}).get(
-                "disruptionsAllowed"
-            )
-            for p in self._get("pdb")["items"]
+            component_of(p["metadata"]["labels"]): p.get("status", {}).get("disruptionsAllowed")
+            for p in self._get("pdb", "-l", "app.kubernetes.io/part-of=kcp")["items"]
         }
-        shards = {s["metadata"]["name"]: s for s in self._get("shards")["items"]}
+        versions = {
+            s["metadata"]["name"]: s.get("status", {}).get("version")
+            for s in self._get("shards")["items"]
+        }
+        for component, kind in KINDS.items():
+            if component in self.components:
+                items = self._get(kind)["items"]
+                versions[component] = items[0].get("status", {}).get("version") if items else None
         readyz: dict[str, bool] = {}
         for shard in SHARDS:
             try:
@@ -102,8 +134,8 @@ class Timeline:
             at=time.monotonic() - self.started,
             rollouts_in_progress=gauge,
             pods=pods,
-            disruptions_allowed={s: pdbs.get(s) for s in SHARDS},
-            status_version={s: shards.get(s, {}).get("status", {}).get("version") for s in SHARDS},
+            disruptions_allowed={c: pdbs.get(c) for c in self.components},
+            status_version={c: versions.get(c) for c in self.components},
             readyz=readyz,
             terminating=frozenset(terminating),
         )
@@ -125,42 +157,55 @@ class Timeline:
         if self._thread is not None:
             self._thread.join(30)
 
-    def table(self) -> str:
-        """The timeline as a table: one row per sample where something changed."""
+    def table(self, reads: Callable[[float, float], str] | None = None) -> str:
+        """The timeline as a table: one row per sample where something changed. ``reads``
+        gives a cell for what happened between two times (the front-proxy's reads)."""
         header = (
             f"{'t[s]':>6}  "
             + "  ".join(
-                f"{s + ' pods (version/ready/flag)':<44} {'PDB':>3} {'status':>7} {'readyz':>6}"
-                for s in SHARDS
+                f"{c + ' pods':<{_width(c)}} {'PDB':>3} {'status':>7}"
+                + (f" {'readyz':>6}" if c in SHARDS else "")
+                for c in self.components
             )
             + f"  {'rolling':>7}"
+            + (f"  {'front-proxy reads':<24}" if reads else "")
         )
-        rows, last = [header, "-" * len(header)], ""
+        rows, last, before = [header, "-" * len(header)], "", 0.0
         events = list(self.events)
         for sample in self.samples:
             while events and events[0][0] <= sample.at:
                 at, what = events.pop(0)
                 rows.append(f"{at:6.0f}  >> {what}")
             cells = []
-            for s in SHARDS:
+            for c in self.components:
                 pods = " ".join(
                     f"{p.version}/{'R' if p.ready else '-'}/{'F' if p.flag else '-'}"
-                    for p in sorted(sample.pods[s], key=lambda p: p.name)
+                    for p in sorted(sample.pods[c], key=lambda p: p.name)
                 )
-                allowed = sample.disruptions_allowed[s]
-                readyz = "ok" if sample.readyz[s] else "FAIL"
-                cells.append(
-                    f"{pods:<44} {'-' if allowed is None else allowed:>3} "
-                    f"{sample.status_version[s] or '-':>7} {readyz:>6}"
+                allowed = sample.disruptions_allowed[c]
+                cell = (
+                    f"{pods:<{_width(c)}} {'-' if allowed is None else allowed:>3} "
+                    f"{sample.status_version[c] or '-':>7}"
                 )
+                if c in SHARDS:
+                    cell += f" {'ok' if sample.readyz[c] else 'FAIL':>6}"
+                cells.append(cell)
             gauge = sample.rollouts_in_progress
             cells.append(f"{'-' if gauge is None else int(gauge):>7}")
+            if reads is not None:
+                cells.append(f"{reads(before, sample.at):<24}")
+            before = sample.at
             line = "  ".join(cells)
             if line != last:
                 rows.append(f"{sample.at:6.0f}  {line}")
                 last = line
         rows.extend(f"{at:6.0f}  >> {what}" for at, what in events)
         return "\n".join(rows)
+
+
+def _width(component: str) -> int:
+    """Room for the pods of ``component`` (version/ready/flag each, with a surge pod)."""
+    return 22 if component == CACHE else 44
 
 
 @dataclass(frozen=True)
@@ -215,9 +260,11 @@ class ReadyzProbe:
         return [r for r in self.readings[shard] if start <= r.at <= end]
 
 
-def rolled(sample: Sample, shard: str, version: str) -> bool:
-    pods = sample.pods[shard]
-    return len(pods) == REPLICAS and all(p.version == version and p.ready for p in pods)
+def rolled(sample: Sample, component: str, version: str) -> bool:
+    """Every replica of ``component`` Ready at ``version`` (the cache server has one)."""
+    pods = sample.pods[component]
+    replicas = 1 if component == CACHE else REPLICAS
+    return len(pods) == replicas and all(p.version == version and p.ready for p in pods)
 
 
 def converged(sample: Sample, shard: str, version: str) -> bool:
