@@ -44,10 +44,11 @@ class Fake:
         self.shards, self.secrets, self.error = shards, secrets, error
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
-        assert (api_version, kind) == ("kcpshard.dev/v1alpha1", "Shard")
+        assert api_version == "kcpshard.dev/v1alpha1"
         if self.error:
             raise self.error
-        return self.shards.get((namespace, name))
+        found = self.shards.get((namespace, name))
+        return found if found is not None and found["kind"] == kind else None
 
     def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         return self.secrets.get((namespace, name))
@@ -217,3 +218,63 @@ def test_invalid_shard_spec(cluster: Fake, capsys: pytest.CaptureFixture[str]) -
     cluster.shards[("ns", "root")] = shard_object(replicas="two")
     message = error_of(["kubeconfig", "root", "-n", "ns"], capsys)
     assert message.startswith("error: Shard ns/root: spec.replicas: ")
+
+
+def front_proxy(**spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "FrontProxy",
+        "metadata": {"name": "kcp", "namespace": "ns"},
+        "spec": {"version": "0.34.0", "rootShardRef": {"name": "root"}, **spec},
+    }
+
+
+def test_the_front_proxys_admin_kubeconfig_is_printed_with_front_proxy(
+    cluster: Fake, capsys: pytest.CaptureFixture[str]
+) -> None:
+    cluster.shards[("ns", "kcp")] = front_proxy()
+    cluster.secrets[("ns", "kcp-front-proxy-admin-kubeconfig")] = {"kubeconfig": ISSUED}
+    argv = ["kubeconfig", "kcp", "--front-proxy", "-n", "ns", "--server", "https://localhost:1"]
+    assert main(argv) == 0
+    printed = yaml.safe_load(capsys.readouterr().out)
+    assert {c["cluster"]["server"] for c in printed["clusters"]} == {"https://localhost:1"}
+    assert "FrontProxy ns/root not found" in error_of(
+        ["kubeconfig", "root", "--front-proxy", "-n", "ns"], capsys
+    ), "a Shard is not a FrontProxy"
+
+
+@pytest.mark.parametrize(
+    ("spec", "secret", "words"),
+    [
+        ({}, None, "Secret ns/kcp-front-proxy-admin-kubeconfig not found: the operator issues it"),
+        ({"version": "v1"}, None, "FrontProxy ns/kcp: spec.version"),
+        (
+            {
+                "pki": {"issue": False},
+                "kubeconfigSecretRef": {"name": "k"},
+                "tls": {
+                    name: {"name": "x"}
+                    for name in (
+                        "servingCertSecretRef",
+                        "clientCASecretRef",
+                        "requestHeaderClientCertSecretRef",
+                        "shardsCASecretRef",
+                    )
+                },
+            },
+            {"kubeconfig": ISSUED},
+            "spec.pki.issue is false, so the operator issues no kubeconfig",
+        ),
+    ],
+)
+def test_a_front_proxy_without_an_issued_kubeconfig_is_one_line(
+    cluster: Fake,
+    capsys: pytest.CaptureFixture[str],
+    spec: dict[str, Any],
+    secret: dict[str, bytes] | None,
+    words: str,
+) -> None:
+    cluster.shards[("ns", "kcp")] = front_proxy(**spec)
+    if secret is not None:
+        cluster.secrets[("ns", "kcp-front-proxy-admin-kubeconfig")] = secret
+    assert words in error_of(["kubeconfig", "kcp", "--front-proxy", "-n", "ns"], capsys)

@@ -1,20 +1,24 @@
 """CacheServer against a real API server: the CRD refuses what the offline rules refuse, the
 operator issues and writes it, Shards naming it wait for it, start on its kubeconfig and roll
-after it, and deleting it leaves nothing it owned behind."""
+after it, a shard that reads its identities from it is not restarted while it is down, and
+deleting it leaves nothing it owned behind."""
 
 from __future__ import annotations
 
 import base64
 import json
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from testkit.kube import KubectlError
+from testkit.kube import Cluster, KubectlError, delete_shards
+from testkit.operator_process import OperatorProcess
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, patch_spec, shard, wait_ready
+from .shards import Kubectl, apply, get, kcp_container, patch_spec, shard, wait_ready
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "0.27.1", "0.28.0"
@@ -168,3 +172,67 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
         "shard-1 reports its CacheServer gone",
     )
     assert template_version(kubectl, namespace, "shard-1-kcp") == NEW, "nothing was rolled back"
+
+
+@pytest.fixture
+def deprecated_at_old(
+    cluster: Cluster, crds: list[str], namespace: str, tmp_path: Path
+) -> Iterator[OperatorProcess]:
+    """The operator with the deprecating release set to 0.27.0: the kcp the kwok tests run
+    reads its APIExport identities from the cache server (as a setting; kwok runs no kcp)."""
+    operator = OperatorProcess(
+        cluster=cluster,
+        args=[
+            "--namespace", namespace, "--standalone", "--no-kcp-checks",
+            "--root-shard-flag-removed-in", "0.27.0",
+        ],
+        log_path=tmp_path / "operator.log",
+    )  # fmt: skip
+    operator.start()
+    try:
+        yield operator
+    finally:
+        delete_shards(cluster, namespace, timeout=30)
+        operator.stop()
+
+
+def test_a_shard_reading_identities_from_the_cache_is_not_restarted_while_it_is_down(
+    deprecated_at_old: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    apply(kubectl, namespace, cache_server("cache", OLD))
+    apply(
+        kubectl,
+        namespace,
+        on_cache("root", OLD),
+        on_cache("shard-1", OLD, rootShardRef={"name": "root"}),
+    )
+    for name in ("root", "shard-1"):
+        wait_ready(kubectl, namespace, name, OLD)
+    args = kcp_container(kubectl, namespace, "shard-1")["args"]
+    assert not any(a.startswith("--root-shard-kubeconfig-file") for a in args)
+
+    # The cache server's new pod cannot be scheduled: it is down.
+    patch_cache(kubectl, namespace, {"nodeSelector": {"kcpshard.dev/e2e": "none"}})
+    wait_for(lambda: not cache_ready(kubectl, namespace, OLD), 60, "the CacheServer not Ready")
+    patch_spec(kubectl, namespace, "shard-1", {"extraArgs": ["--v=4"]})
+    wait_for(
+        lambda: progressing_reason(kubectl, namespace, "shard-1") == "WaitingForCacheServer",
+        60,
+        "shard-1 waits for its cache server",
+    )
+    message = next(
+        c["message"]
+        for c in get(kubectl, namespace, "shard", "shard-1")["status"]["conditions"]
+        if c["type"] == "Progressing"
+    )
+    assert "reads the APIExport identities from CacheServer cache" in message, message
+    time.sleep(5)
+    assert "--v=4" not in kcp_container(kubectl, namespace, "shard-1")["args"]
+
+    patch_cache(kubectl, namespace, {"nodeSelector": None})
+    wait_for(
+        lambda: "--v=4" in kcp_container(kubectl, namespace, "shard-1")["args"],
+        90,
+        "shard-1 rolled once its cache server is Ready again",
+    )
+    assert cache_ready(kubectl, namespace, OLD), "shard-1 rolled before the cache server was back"
