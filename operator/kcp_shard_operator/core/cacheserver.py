@@ -25,23 +25,13 @@ from kcp_shard_operator.core.meta import (
     version_label,
 )
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.podtemplate import (
-    container_security_context,
-    https_probes,
-    placed,
-    pod_security_context,
-    revisions_digest,
-)
+from kcp_shard_operator.core.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.spec import STORAGE_DELETE
 
 NAME = "kcp-cache-server"
 """``app.kubernetes.io/name`` of a cache server's objects."""
-PORT = 6443
 DATA_DIR = "/data"
 TLS_DIR = "/etc/kcp-cache/tls"
-PROBE_PERIOD_SECONDS = 2
-STARTUP_SECONDS = 300
-TERMINATION_GRACE_SECONDS = 10
 
 
 def child_name(cache: CacheServer) -> str:
@@ -153,34 +143,11 @@ def deployment(cache: CacheServer, revisions: Mapping[str, str] | None) -> JSON:
         if ephemeral
         else {"name": "data", "persistentVolumeClaim": {"claimName": claim_name(cache)}}
     )
-    container: JSON = {
-        "name": "cache-server",
-        "image": spec.image_ref,
-        "command": ["/cache-server"],
-        "args": args(),
-        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
-        **https_probes(PORT, PROBE_PERIOD_SECONDS, STARTUP_SECONDS),
-        "securityContext": container_security_context(),
-        "volumeMounts": [
-            {"name": "data", "mountPath": DATA_DIR},
-            {"name": "serving", "mountPath": TLS_DIR, "readOnly": True},
-            {"name": "tmp", "mountPath": "/tmp"},
-        ],
-    }
-    if spec.image.pull_policy:
-        container["imagePullPolicy"] = spec.image.pull_policy
-    secret = serving_secret(cache)
-    pod_spec: JSON = {
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "securityContext": pod_security_context(),
-        "containers": [container],
-        "volumes": [
-            data,
-            {"name": "serving", "secret": {"secretName": secret}},
-            {"name": "tmp", "emptyDir": {}},
-        ],
-    }
-    placed(pod_spec, container, spec)
+    pod = Pod(args=args(), volumes=[data], mounts=[{"name": "data", "mountPath": DATA_DIR}])
+    pod.mount_secret("serving", serving_secret(cache), TLS_DIR, None)
+    pod.volumes.append({"name": "tmp", "emptyDir": {}})
+    pod.mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    pod_spec = kcp_pod_spec("cache-server", ["/cache-server"], pod, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)

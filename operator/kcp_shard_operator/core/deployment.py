@@ -13,26 +13,8 @@ from kcp_shard_operator.core.meta import (
     selector_labels,
 )
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.podtemplate import (
-    Pod,
-    container_security_context,
-    https_probes,
-    placed,
-    pod_security_context,
-    revisions_digest,
-)
-from kcp_shard_operator.core.service import PORT
+from kcp_shard_operator.core.podtemplate import Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.spec import Shard
-
-PROBE_PERIOD_SECONDS = 2
-"""Probes every 2 s: a new pod joins the Service at most 2 s after kcp is ready."""
-STARTUP_SECONDS = 300
-"""How long kcp may take to become ready before its container is restarted."""
-TERMINATION_GRACE_SECONDS = 10
-"""kcp v0.27.1 waits out the grace period after SIGTERM (30 s by default) before it exits
-(measured in make e2e-upgrade); with Recreate that wait was a third of the outage. A SIGKILL
-after 10 s is safe for the data: etcd acknowledges a write only once it is in its
-write-ahead log."""
 
 
 def deployment(
@@ -43,25 +25,7 @@ def deployment(
     storage: Storage,
 ) -> JSON:
     spec = shard.spec
-    container: JSON = {
-        "name": "kcp",
-        "image": spec.image_ref,
-        "command": ["/kcp", "start"],
-        "args": pod.args,
-        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
-        **https_probes(PORT, PROBE_PERIOD_SECONDS, STARTUP_SECONDS),
-        "securityContext": container_security_context(),
-        "volumeMounts": pod.mounts,
-    }
-    if spec.image.pull_policy:
-        container["imagePullPolicy"] = spec.image.pull_policy
-    pod_spec: JSON = {
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "securityContext": pod_security_context(),
-        "containers": [container],
-        "volumes": pod.volumes,
-    }
-    placed(pod_spec, container, spec)
+    pod_spec = kcp_pod_spec("kcp", ["/kcp", "start"], pod, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)

@@ -32,14 +32,7 @@ from kcp_shard_operator.core.meta import (
     version_label,
 )
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.podtemplate import (
-    Pod,
-    container_security_context,
-    https_probes,
-    placed,
-    pod_security_context,
-    revisions_digest,
-)
+from kcp_shard_operator.core.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.service import base_url
 from kcp_shard_operator.core.spec import Shard
@@ -53,14 +46,10 @@ from kcp_shard_operator.core.versions import (
 
 NAME = "kcp-front-proxy"
 """``app.kubernetes.io/name`` of a front-proxy's objects."""
-PORT = 6443
 CONFIG_DIR = "/etc/kcp-front-proxy"
 MAPPING_FILE = "mapping.yaml"
 MAPPING_ANNOTATION = f"{API_GROUP}/mapping"
 """On the pod template: a digest of the mapping, which kcp-front-proxy reads once at start."""
-PROBE_PERIOD_SECONDS = 2
-STARTUP_SECONDS = 300
-TERMINATION_GRACE_SECONDS = 10
 FORWARDED_PATHS = ("/clusters/", "/services/")
 SPEC_FIELDS = {
     **dict.fromkeys(("--tls-cert-file", "--tls-private-key-file"), "spec.tls.servingCertSecretRef"),
@@ -276,25 +265,7 @@ def deployment(
     proxy: FrontProxy, pod: Pod, mapping_text: str, revisions: Mapping[str, str] | None
 ) -> JSON:
     spec = proxy.spec
-    container: JSON = {
-        "name": "kcp-front-proxy",
-        "image": spec.image_ref,
-        "command": ["/kcp-front-proxy"],
-        "args": pod.args,
-        "ports": [{"name": "https", "containerPort": PORT, "protocol": "TCP"}],
-        **https_probes(PORT, PROBE_PERIOD_SECONDS, STARTUP_SECONDS),
-        "securityContext": container_security_context(),
-        "volumeMounts": pod.mounts,
-    }
-    if spec.image.pull_policy:
-        container["imagePullPolicy"] = spec.image.pull_policy
-    pod_spec: JSON = {
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "securityContext": pod_security_context(),
-        "containers": [container],
-        "volumes": pod.volumes,
-    }
-    placed(pod_spec, container, spec)
+    pod_spec = kcp_pod_spec("kcp-front-proxy", ["/kcp-front-proxy"], pod, spec)
     annotations = {VERSION_ANNOTATION: spec.version, MAPPING_ANNOTATION: _digest(mapping_text)}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from kcp_shard_operator.core.flags import refuse_overrides, retire
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.podtemplate import Pod
-from kcp_shard_operator.core.service import PORT, base_url
+from kcp_shard_operator.core.podtemplate import PORT, Pod
+from kcp_shard_operator.core.service import base_url
 from kcp_shard_operator.core.spec import Shard, missing_root_kubeconfig
 from kcp_shard_operator.core.versions import (
     CACHE_KUBECONFIG_FLAG,

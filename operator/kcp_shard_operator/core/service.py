@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from kcp_shard_operator.core.meta import child_name, metadata, selector_labels
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.podtemplate import PORT
 from kcp_shard_operator.core.spec import Shard
-
-PORT = 6443
 
 
 def service_url(shard: Shard) -> str:
