@@ -3,19 +3,18 @@ then status."""
 
 from __future__ import annotations
 
-import datetime
-
 from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS
+from kcp_shard_operator.controller.passes import degraded_reason, metered, now, write_children
 from kcp_shard_operator.controller.reads import (
     installation,
     labelled_pods,
     read,
     read_front_proxy,
 )
-from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
+from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core import frontproxypki, pki
 from kcp_shard_operator.core.frontproxy import (
     admin_kubeconfig_secret,
@@ -33,19 +32,14 @@ from kcp_shard_operator.core.frontproxystatus import (
     front_proxy_status,
 )
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.planner import cause_of
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import (
-    DEGRADED,
-    change_event,
-    condition,
     deployment_revision,
     invalid_status,
     rollout_complete,
 )
-from kcp_shard_operator.kube.client import APIError, error_message, namespace_terminating
+from kcp_shard_operator.kube.client import APIError, error_message
 
-API_ERROR = "APIError"
 CHILDREN = (
     ("v1", "Service"),
     ("v1", "ConfigMap"),
@@ -55,31 +49,16 @@ CHILDREN = (
 NOT_ISSUED = "CertificateNotIssued"
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def reconcile_front_proxy(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     """One level-triggered pass; an unreachable API server ends it with one log line."""
-    metrics = ctx.metrics
-    with ctx.lock(namespace, f"{name}/front-proxy"):
-        started = ctx.clock()
-        try:
-            problem = _reconcile(ctx, namespace, name, logger)
-        except APIError as err:
-            problem = API_ERROR
-            logger.error(
-                "pass over FrontProxy %s/%s stopped: %s", namespace, name, error_message(err)
-            )
-        metrics.passes.labels(FRONT_PROXY_KIND).inc()
-        metrics.pass_seconds.labels(FRONT_PROXY_KIND).observe(ctx.clock() - started)
-        if problem is not None:
-            metrics.pass_errors.labels(FRONT_PROXY_KIND, problem).inc()
-
-
-def _degraded_reason(status: JSON) -> str | None:
-    degraded = condition(status, DEGRADED) or {}
-    return str(degraded.get("reason")) if degraded.get("status") == "True" else None
+    metered(
+        ctx,
+        FRONT_PROXY_KIND,
+        namespace,
+        name,
+        lambda: _reconcile(ctx, namespace, name, logger),
+        logger,
+    )
 
 
 def _child_name(proxy: FrontProxy, kind: str) -> str:
@@ -148,9 +127,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     try:
         proxy = parse_front_proxy(obj)
     except SpecError as err:
-        status = invalid_status(obj.get("status"), generation, str(err), _now())
+        status = invalid_status(obj.get("status"), generation, str(err), now())
         write_status(ctx, obj, status)
-        return _degraded_reason(status)
+        return degraded_reason(status)
     root_ref = proxy.spec.root_shard_ref.name
     shards = installation(ctx, namespace, root_ref)
     root = next((shard for shard in shards if shard.name == root_ref), None)
@@ -172,30 +151,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     keys = {secret: body["keys"] for secret, body in secrets.items() if body is not None}
     release = ctx.settings.deprecating_release
     decision = plan_front_proxy(proxy, root, shards, observed, release, revisions, keys)
-    failures: list[str] = []
-    for child in decision.apply:
-        kind = child["kind"]
-        child_ref = f"{kind} {child['metadata']['name']}"
-        live = observed.get(kind)
-        cause = cause_of(live, child)
-        try:
-            written, how = write_child(ctx, child, live)
-        except APIError as err:
-            if namespace_terminating(err):
-                return None
-            failures.append(f"{child_ref}: {error_message(err)}")
-            logger.warning("could not write %s: %s", child_ref, error_message(err))
-            continue
-        observed[kind] = written
-        if how == UNCHANGED:
-            continue
-        ctx.store.put(kind, written)
-        logger.info("%s %s (%s)", how, child_ref, cause.value)
-        event = change_event(
-            kind, child["metadata"]["name"], cause.value, generation, FRONT_PROXY_KIND
-        )
-        if event is not None:
-            ctx.announce(obj, event)
+    failures = write_children(ctx, obj, decision.apply, observed, logger)
+    if failures is None:
+        return None
     if decision.delete_pdb:
         try:
             ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(proxy))
@@ -219,6 +177,6 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         certificates=issued.certificates,
         route=_route(ctx, proxy, deployment),
     )
-    status = front_proxy_status(proxy, seen, _now())
+    status = front_proxy_status(proxy, seen, now())
     write_status(ctx, obj, status, deployment_revision(deployment))
-    return _degraded_reason(status)
+    return degraded_reason(status)

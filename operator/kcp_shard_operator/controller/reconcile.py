@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import replace
 
 from kcp_shard_operator.constants import SHARD_KIND
@@ -10,6 +9,13 @@ from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import shard_health
+from kcp_shard_operator.controller.passes import (
+    API_ERROR,
+    degraded_reason,
+    metered,
+    now,
+    write_children,
+)
 from kcp_shard_operator.controller.reads import (
     cache_server_of,
     front_proxy_of,
@@ -18,18 +24,15 @@ from kcp_shard_operator.controller.reads import (
     read_shard,
     root_of,
 )
-from kcp_shard_operator.controller.writes import UNCHANGED, write_child, write_status
+from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.claim import claim_name
 from kcp_shard_operator.core.meta import child_name
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.pki import with_issued
-from kcp_shard_operator.core.planner import cause_of, plan
+from kcp_shard_operator.core.planner import plan
 from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.status import (
-    DEGRADED,
     Observation,
-    change_event,
-    condition,
     deployment_revision,
     invalid_status,
     pods_refused_by_a_terminating_namespace,
@@ -40,7 +43,6 @@ from kcp_shard_operator.kube.client import (
     PLURALS,
     APIError,
     error_message,
-    namespace_terminating,
 )
 
 CHILD_KINDS = tuple(
@@ -53,7 +55,6 @@ CHILD_KINDS = tuple(
     )
 )
 """(apiVersion, kind, plural) of the objects rendered for a Shard."""
-API_ERROR = "APIError"
 STORAGE_CLASSES_SECONDS = 10.0
 """How long a listing of the StorageClasses explains Pending claims before it is read again."""
 
@@ -80,10 +81,6 @@ def _storage_classes(ctx: Context, claim: JSON | None) -> dict[str, JSON] | None
     return classes
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
 def _leave(ctx: Context, uid: str, namespace: str, logger: Logger) -> None:
     """Stop writing for a Shard whose namespace is being deleted: its children go with it,
     and neither a status nor an Event would tell anything (one line per namespace)."""
@@ -98,23 +95,9 @@ def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     A refusal or an unreachable API server ends the pass with one log line (and, when the
     status can still be written, ``Degraded``), never with a traceback retried by kopf.
     """
-    metrics = ctx.metrics
-    with ctx.lock(namespace, name):
-        started = ctx.clock()
-        try:
-            problem = _reconcile(ctx, namespace, name, logger)
-        except APIError as err:
-            problem = API_ERROR
-            logger.error("pass over Shard %s/%s stopped: %s", namespace, name, error_message(err))
-        metrics.passes.labels(SHARD_KIND).inc()
-        metrics.pass_seconds.labels(SHARD_KIND).observe(ctx.clock() - started)
-        if problem is not None:
-            metrics.pass_errors.labels(SHARD_KIND, problem).inc()
-
-
-def _degraded_reason(status: JSON) -> str | None:
-    degraded = condition(status, DEGRADED) or {}
-    return str(degraded.get("reason")) if degraded.get("status") == "True" else None
+    metered(
+        ctx, SHARD_KIND, namespace, name, lambda: _reconcile(ctx, namespace, name, logger), logger
+    )
 
 
 def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str | None:
@@ -134,9 +117,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     try:
         shard = parse_shard(obj, release)
     except SpecError as err:
-        status = invalid_status(obj.get("status"), generation, str(err), _now())
+        status = invalid_status(obj.get("status"), generation, str(err), now())
         write_status(ctx, obj, status)
-        return _degraded_reason(status)
+        return degraded_reason(status)
     try:
         root = root_of(ctx, shard)
         proxy = front_proxy_of(ctx, shard)
@@ -158,7 +141,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
         )
-        write_status(ctx, obj, shard_status(shard, seen, _now()))
+        write_status(ctx, obj, shard_status(shard, seen, now()))
         return API_ERROR
     if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
         _leave(ctx, uid, namespace, logger)
@@ -168,28 +151,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
     decision = plan(shard, root, observed, release, revisions, classes, keys, cache)
-    failures: list[str] = []
-    for child in decision.apply:
-        kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
-        live = observed.get(kind)
-        cause = cause_of(live, child)
-        try:
-            written, how = write_child(ctx, child, live)
-        except APIError as err:
-            if namespace_terminating(err):
-                _leave(ctx, uid, namespace, logger)
-                return None
-            failures.append(f"{child_ref}: {error_message(err)}")
-            logger.warning("could not write %s: %s", child_ref, error_message(err))
-            continue
-        observed[kind] = written
-        if how == UNCHANGED:
-            continue
-        ctx.store.put(kind, written)
-        logger.info("%s %s (%s)", how, child_ref, cause.value)
-        event = change_event(kind, child["metadata"]["name"], cause.value, generation)
-        if event is not None:
-            ctx.announce(obj, event)
+    failures = write_children(ctx, obj, decision.apply, observed, logger)
+    if failures is None:
+        _leave(ctx, uid, namespace, logger)
+        return None
     if decision.delete_pdb:
         try:
             ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
@@ -217,9 +182,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         certificates=issuance.certificates,
         health=shard_health(ctx, shard, root, obj, deployment, logger),
     )
-    status = shard_status(shard, seen, _now())
+    status = shard_status(shard, seen, now())
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
     if cleaned is not None:
-        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), _now())
+        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), now())
     write_status(ctx, obj, status, deployment_revision(deployment))
-    return _degraded_reason(status)
+    return degraded_reason(status)

@@ -16,6 +16,7 @@ from kcp_shard_operator.constants import (
     FIELD_MANAGER,
 )
 from kcp_shard_operator.core.cachespec import CHILD_SUFFIX, CacheServer
+from kcp_shard_operator.core.claim import refused_change
 from kcp_shard_operator.core.meta import (
     INSTANCE_LABEL,
     NAME_LABEL,
@@ -25,6 +26,7 @@ from kcp_shard_operator.core.meta import (
     version_label,
 )
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import drifted_from
 from kcp_shard_operator.core.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.spec import STORAGE_DELETE
 
@@ -188,3 +190,25 @@ def render_cache_server(
         deployment=stamped(deployment(cache, secret_revisions)),
         claim=None if ephemeral else stamped(claim(cache)),
     )
+
+
+def children_to_write(
+    rendered: RenderedCache, observed: Mapping[str, JSON | None], serving_found: bool
+) -> tuple[list[JSON], list[str]]:
+    """The children a pass writes (those that drifted), and why others are not written: a
+    claim change the volume cannot take; no Deployment while its serving certificate is
+    missing (the pod could not start: nothing is rolled)."""
+    writes: list[JSON] = []
+    refused: list[str] = []
+    for child in rendered.objects:
+        kind, live = child["kind"], observed.get(child["kind"])
+        if kind == "PersistentVolumeClaim":
+            refusal = refused_change(child, live)
+            if refusal:
+                refused.append(f"{kind} {child['metadata']['name']}: {refusal}")
+                continue
+        if kind == "Deployment" and not serving_found:
+            continue
+        if drifted_from(live, child):
+            writes.append(child)
+    return writes, refused

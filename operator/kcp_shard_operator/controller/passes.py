@@ -1,0 +1,89 @@
+"""What every kind of pass shares: the frame (lock, metrics, one log line for an unreachable
+API server) and the writing of the children the pass decided on."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Callable
+
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.writes import UNCHANGED, write_child
+from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import cause_of
+from kcp_shard_operator.core.status import DEGRADED, change_event, condition
+from kcp_shard_operator.kube.client import APIError, error_message, namespace_terminating
+
+API_ERROR = "APIError"
+
+
+def now() -> str:
+    """The time a status condition changes, as the API stores it."""
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def degraded_reason(status: JSON) -> str | None:
+    """The reason of ``Degraded=True`` in ``status``, None when it is not degraded."""
+    degraded = condition(status, DEGRADED) or {}
+    return str(degraded.get("reason")) if degraded.get("status") == "True" else None
+
+
+def metered(
+    ctx: Context,
+    kind: str,
+    namespace: str,
+    name: str,
+    run: Callable[[], str | None],
+    logger: Logger,
+) -> None:
+    """``run`` (a pass over the ``kind`` object ``namespace/name``, returning the reason of
+    the problem it ended with) under the object's lock, counted and timed; an unreachable or
+    refusing API server ends it with one log line, never a traceback."""
+    metrics = ctx.metrics
+    with ctx.lock(namespace, f"{name}/{kind}"):
+        started = ctx.clock()
+        try:
+            problem = run()
+        except APIError as err:
+            problem = API_ERROR
+            logger.error(
+                "pass over %s %s/%s stopped: %s", kind, namespace, name, error_message(err)
+            )
+        metrics.passes.labels(kind).inc()
+        metrics.pass_seconds.labels(kind).observe(ctx.clock() - started)
+        if problem is not None:
+            metrics.pass_errors.labels(kind, problem).inc()
+
+
+def write_children(
+    ctx: Context,
+    obj: JSON,
+    children: list[JSON],
+    observed: dict[str, JSON | None],
+    logger: Logger,
+) -> list[str] | None:
+    """Write each of ``children`` (one failing never stops the others), updating ``observed``
+    (kind -> live child) and posting an Event for what a human should see; the failures, or
+    None when the namespace is being deleted (nothing more is written there)."""
+    owner, generation = obj["kind"], int(obj["metadata"].get("generation", 0))
+    failures: list[str] = []
+    for child in children:
+        kind, child_ref = child["kind"], f"{child['kind']} {child['metadata']['name']}"
+        live = observed.get(kind)
+        cause = cause_of(live, child)
+        try:
+            written, how = write_child(ctx, child, live)
+        except APIError as err:
+            if namespace_terminating(err):
+                return None
+            failures.append(f"{child_ref}: {error_message(err)}")
+            logger.warning("could not write %s: %s", child_ref, error_message(err))
+            continue
+        observed[kind] = written
+        if how == UNCHANGED:
+            continue
+        ctx.store.put(kind, written)
+        logger.info("%s %s (%s)", how, child_ref, cause.value)
+        event = change_event(kind, child["metadata"]["name"], cause.value, generation, owner)
+        if event is not None:
+            ctx.announce(obj, event)
+    return failures
