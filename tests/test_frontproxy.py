@@ -29,6 +29,7 @@ from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.refs import CASecretKeyRef, SecretKeyRef
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.upgradeplan import as_rolled_out, plan_upgrade
 from kcp_shard_operator.core.versions import Version
 
 from .conftest import RELEASE, make, non_root_object, shard_object
@@ -593,3 +594,20 @@ def test_render_prints_front_proxies_after_the_shards_and_reports_a_missing_root
         if d["metadata"]["name"] == "root-kcp" and d["kind"] == "Deployment"
     )
     assert f"--shard-external-url={URL}" in args_of(root)
+
+
+def test_plan_renders_the_shards_behind_their_front_proxy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "all.yaml"
+    docs = [shard_object(), non_root_object(), proxy_object()]
+    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    assert main(["plan", "-f", str(path), "--to", "0.35.0", "-o", "json"]) == 0
+    steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
+    assert {name: s["flagsDropped"] for name, s in steps.items()} == {"root": [], "shard-1": []}
+    objects, deployments = as_rolled_out(docs[:2], RELEASE)
+    live = {key: d for key, d in deployments.items() if d is not None}
+    without = plan_upgrade(objects, live, "0.35.0", RELEASE, lambda _: "-")
+    assert "--requestheader-client-ca-file" not in without[0].flags_dropped
+    behind = plan_upgrade(objects, live, "0.35.0", RELEASE, lambda _: "-", proxies=[proxy()])
+    assert "--requestheader-client-ca-file" in behind[0].flags_added, "the plan sees the proxy"

@@ -82,10 +82,15 @@ def test_metrics_count_what_the_api_server_holds(
 
 
 def planner(cluster: Cluster, namespace: str, directory: Path) -> Cluster:
-    """A ServiceAccount with what the README says ``plan`` needs: list Shards, get Deployments."""
+    """A ServiceAccount with what the README says ``plan`` needs: list Shards and
+    FrontProxies, get Deployments."""
     kubectl = cluster.kubectl
-    for verb, resource in (("list", "shards.kcpshard.dev"), ("get", "deployments.apps")):
-        role = f"plan-{verb}"
+    for verb, resource in (
+        ("list", "shards.kcpshard.dev"),
+        ("list", "frontproxies.kcpshard.dev"),
+        ("get", "deployments.apps"),
+    ):
+        role = f"plan-{verb}-{resource.split('.')[0]}"
         kubectl("create", "role", role, f"--verb={verb}", f"--resource={resource}", "-n", namespace)
         sa = f"--serviceaccount={namespace}:planner"
         kubectl("create", "rolebinding", role, f"--role={role}", sa, "-n", namespace)

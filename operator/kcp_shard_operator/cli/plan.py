@@ -19,11 +19,14 @@ from kcp_shard_operator.cli.options import add_deprecating_release_option, depre
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
     CACHE_SERVER_KIND,
+    FRONT_PROXY_API_VERSION,
+    FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
 )
-from kcp_shard_operator.core.documents import is_shard, load_cache_servers
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.documents import is_shard, load_cache_servers, load_front_proxies
+from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
+from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.upgradeplan import (
     Cleanup,
@@ -110,8 +113,9 @@ def _texts(paths: list[Path]) -> list[str]:
     return texts
 
 
-Found = tuple[list[JSON], dict[str, JSON | None], set[str]]
-"""Shards, their Deployments by ``namespace/name``, and the CacheServers that exist."""
+Found = tuple[list[JSON], dict[str, JSON | None], set[str], list[FrontProxy]]
+"""Shards, their Deployments by ``namespace/name``, the CacheServers that exist and the
+FrontProxies."""
 
 
 def _from_files(paths: list[Path], release: Version) -> Found:
@@ -119,15 +123,23 @@ def _from_files(paths: list[Path], release: Version) -> Found:
     docs = [doc for text in texts for doc in yaml.safe_load_all(text)]
     objects = [doc for doc in docs if is_shard(doc)]
     caches, _ = load_cache_servers(texts)
-    return (*as_rolled_out(objects, release), {f"{c.namespace}/{c.name}" for c in caches})
+    proxies, _ = load_front_proxies(texts)
+    rolled, deployments = as_rolled_out(objects, release, proxies)
+    return rolled, deployments, {f"{c.namespace}/{c.name}" for c in caches}, proxies
 
 
 def _from_cluster(namespaces: list[str]) -> Found:
     kube = Kube(credentials.load())
     scopes: list[str | None] = [*namespaces] if namespaces else [None]
     objects: list[JSON] = []
+    proxies: list[FrontProxy] = []
     for namespace in scopes:
         objects += kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
+        for listed in kube.list(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace):
+            try:
+                proxies.append(parse_front_proxy(listed))
+            except SpecError:
+                continue
     deployments: dict[str, JSON | None] = {}
     caches: set[str] = set()
     for obj in objects:
@@ -143,7 +155,7 @@ def _from_cluster(namespaces: list[str]) -> Found:
             and kube.get(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace, ref) is not None
         ):
             caches.add(key)
-    return objects, deployments, caches
+    return objects, deployments, caches, proxies
 
 
 def _cleanup(release: Version, enabled: bool) -> Cleanup:
@@ -231,9 +243,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.filename:
-            objects, deployments, caches = _from_files(args.filename, release)
+            objects, deployments, caches, proxies = _from_files(args.filename, release)
         else:
-            objects, deployments, caches = _from_cluster(args.namespace)
+            objects, deployments, caches, proxies = _from_cluster(args.namespace)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -248,7 +260,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: no Shard found", file=sys.stderr)
         return 2
     cleanup = _cleanup(release, args.identity_cache_cleanup)
-    steps = plan_upgrade(objects, deployments, target, release, cleanup, caches)
+    steps = plan_upgrade(objects, deployments, target, release, cleanup, caches, proxies)
     if args.output == "json":
         sys.stdout.write(json.dumps(document(steps, target, release), indent=2) + "\n")
     elif args.output == "yaml":

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field, replace
 
 from kcp_shard_operator.core.cachespec import CacheServer, CacheServerSpec
 from kcp_shard_operator.core.flags import flag_name
+from kcp_shard_operator.core.frontproxy import serving
+from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.pki import takes_service_account_key, with_issued
 from kcp_shard_operator.core.planner import ROOT_SHARD_NOT_FOUND, plan
@@ -120,10 +122,23 @@ def _names(args: Sequence[str]) -> set[str]:
     return {name for name in map(flag_name, args) if name}
 
 
-def _filled(shard: Shard, root: Shard | None, deployment: JSON | None) -> Shard:
+def _proxy(shard: Shard, proxies: Collection[FrontProxy]) -> FrontProxy | None:
+    """The FrontProxy serving ``shard``'s installation."""
+    ref = shard.spec.root_shard_ref
+    here = (proxy for proxy in proxies if proxy.namespace == shard.namespace)
+    return serving(here, ref.name if ref else shard.name)
+
+
+def _filled(
+    shard: Shard, root: Shard | None, deployment: JSON | None, proxies: Collection[FrontProxy]
+) -> Shard:
     """``shard`` with the issued references filled in, as a pass fills them."""
     key = takes_service_account_key(shard, root, deployment)
-    return with_issued(shard, root, service_account_key=key)
+    return with_issued(shard, root, service_account_key=key, proxy=_proxy(shard, proxies))
+
+
+def _filled_root(root: Shard | None, proxies: Collection[FrontProxy]) -> Shard | None:
+    return None if root is None else with_issued(root, None, proxy=_proxy(root, proxies))
 
 
 def rolled_out_status(status: JSON | None, version: str | None) -> JSON:
@@ -150,7 +165,7 @@ def _parse(state: _State, release: Version) -> None:
 
 
 def as_rolled_out(
-    objects: Sequence[JSON], release: Version
+    objects: Sequence[JSON], release: Version, proxies: Collection[FrontProxy] = ()
 ) -> tuple[list[JSON], dict[str, JSON | None]]:
     """``objects`` as if each ran its spec already (for a plan on files): with
     ``status.version`` their ``spec.version``, and the Deployments the operator renders for
@@ -171,9 +186,10 @@ def as_rolled_out(
             continue
         ref = shard.spec.root_shard_ref
         root = None if ref is None else shards.get(f"{shard.namespace}/{ref.name}")
-        filled_root = None if root is None else with_issued(root, None)
         try:
-            rendered = render_shard(_filled(shard, root, None), filled_root, release)
+            rendered = render_shard(
+                _filled(shard, root, None, proxies), _filled_root(root, proxies), release
+            )
         except SpecError:
             rolled.append(copy.deepcopy(obj))
             continue
@@ -190,12 +206,14 @@ def plan_upgrade(
     release: Version,
     cleanup: Cleanup,
     cache_servers: Collection[str] = (),
+    proxies: Collection[FrontProxy] = (),
 ) -> list[Step]:
     """The steps of setting every Shard in ``objects`` to ``target`` (None: their specs as
     they are), in the order the operator rolls them; ``deployments`` maps
     ``namespace/name`` of a Shard to its live Deployment (missing: none);
     ``cache_servers`` are the ``namespace/name`` of the CacheServers that exist, each taken
-    as rolled out first (the operator rolls a Shard only after its CacheServer)."""
+    as rolled out first (the operator rolls a Shard only after its CacheServer);
+    ``proxies`` the FrontProxies, whose installations' Shards trust and advertise them."""
     states = {
         _key(obj): _State(
             _targeted(obj, target),
@@ -210,7 +228,7 @@ def plan_upgrade(
     wave = 0
     while True:
         wave += 1
-        rolled = _wave(states, before, wave, release, cleanup, cache_servers)
+        rolled = _wave(states, before, wave, release, cleanup, cache_servers, proxies)
         if not rolled:
             break
     for key, state in states.items():
@@ -246,6 +264,7 @@ def _wave(
     release: Version,
     cleanup: Cleanup,
     cache_servers: Collection[str],
+    proxies: Collection[FrontProxy],
 ) -> list[str]:
     """Plan every Shard not decided yet; the ones that roll in ``wave`` (their rollout
     simulated once all are planned: a wave rolls at once)."""
@@ -258,8 +277,8 @@ def _wave(
             continue
         root_state = _root_of(state, states)
         root = None if root_state is None else root_state.shard
-        shard = _filled(state.shard, root, state.deployment)
-        filled_root = None if root is None else with_issued(root, None)
+        shard = _filled(state.shard, root, state.deployment, proxies)
+        filled_root = _filled_root(root, proxies)
         cache = _cache_rolled_out_first(shard, cache_servers)
         decision = plan(shard, filled_root, {"Deployment": state.deployment}, release, cache=cache)
         if decision.waiting is not None:
