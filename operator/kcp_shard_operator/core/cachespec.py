@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.objects import KcpObject, parse_object
 from kcp_shard_operator.core.pkispec import (
     PKISpec,
     check_pki,
@@ -43,7 +43,6 @@ from kcp_shard_operator.core.spec import (
 from kcp_shard_operator.core.versions import (
     VERSION_PATTERN,
     Version,
-    parse_or_none,
 )
 
 CHILD_SUFFIX = "-cache"
@@ -122,19 +121,8 @@ class CacheServerSpec:
 
 
 @dataclass(frozen=True)
-class CacheServer:
+class CacheServer(KcpObject[CacheServerSpec]):
     """A CacheServer object: identity plus validated spec and the raw status."""
-
-    name: str
-    namespace: str
-    spec: CacheServerSpec
-    uid: str = ""
-    generation: int = 0
-    status: JSON | None = None
-
-    @property
-    def status_version(self) -> Version | None:
-        return parse_or_none((self.status or {}).get("version"))
 
 
 RULES: tuple[tuple[str, str, Callable[[CacheServerSpec], bool]], ...] = (
@@ -175,20 +163,4 @@ def check_name(name: str) -> None:
 
 def parse_cache_server(obj: Any) -> CacheServer:
     """A validated :class:`CacheServer` from a Kubernetes object mapping."""
-    if not isinstance(obj, dict):
-        raise SpecError("<document>", "must be an object")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not name:
-        raise SpecError("metadata.name", "is required")
-    check_name(str(name))
-    spec = model.parse(CacheServerSpec, obj.get("spec"), "spec")
-    validate(spec)
-    return CacheServer(
-        name=name,
-        namespace=meta.get("namespace") or "default",
-        spec=spec,
-        uid=meta.get("uid", ""),
-        generation=int(meta.get("generation", 0)),
-        status=obj.get("status"),
-    )
+    return parse_object(obj, CacheServer, CacheServerSpec, check_name, validate)

@@ -15,8 +15,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.objects import KcpObject, parse_object
 from kcp_shard_operator.core.pkispec import (
     URL_PATTERN,
     PKISpec,
@@ -27,22 +27,22 @@ from kcp_shard_operator.core.pkispec import (
 )
 from kcp_shard_operator.core.podfields import (
     affinity_field,
+    check_extra_args,
     check_pod_fields,
+    extra_args_field,
     node_selector_field,
     resources_field,
     tolerations_field,
 )
 from kcp_shard_operator.core.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.spec import (
-    MAX_ARG_LENGTH,
-    MAX_EXTRA_ARGS,
     MAX_REPLICAS,
     MAX_VERSION_LENGTH,
     NAME_PATTERN,
     ImageSpec,
     checked_version,
 )
-from kcp_shard_operator.core.versions import VERSION_PATTERN, Version, parse_or_none
+from kcp_shard_operator.core.versions import VERSION_PATTERN, Version
 
 CHILD_SUFFIX = "-front-proxy"
 MAX_NAME_LENGTH = 63 - len(CHILD_SUFFIX)
@@ -156,13 +156,7 @@ class FrontProxySpec:
     pki: FrontProxyPKISpec = field(
         "pki", "What the operator issues.", default_factory=FrontProxyPKISpec
     )
-    extra_args: list[str] = field(
-        "extraArgs",
-        "Extra arguments to kcp-front-proxy (e.g. --authentication-drop-groups).",
-        default_factory=list,
-        openapi={"type": "array", "items": {"type": "string", "maxLength": MAX_ARG_LENGTH}},
-        maxItems=MAX_EXTRA_ARGS,
-    )
+    extra_args: list[str] = extra_args_field("kcp-front-proxy (e.g. --authentication-drop-groups)")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
     tolerations: list[JSON] = tolerations_field()
@@ -186,19 +180,8 @@ class FrontProxySpec:
 
 
 @dataclass(frozen=True)
-class FrontProxy:
+class FrontProxy(KcpObject[FrontProxySpec]):
     """A FrontProxy object: identity plus validated spec and the raw status."""
-
-    name: str
-    namespace: str
-    spec: FrontProxySpec
-    uid: str = ""
-    generation: int = 0
-    status: JSON | None = None
-
-    @property
-    def status_version(self) -> Version | None:
-        return parse_or_none((self.status or {}).get("version"))
 
 
 ISSUE_OFF = "(has(self.pki) && has(self.pki.issue) && !self.pki.issue)"
@@ -245,11 +228,7 @@ def validate(spec: FrontProxySpec) -> None:
             raise SpecError("spec", message)
     if spec.external_url is not None and url_host(spec.external_url) is None:
         raise SpecError("spec.externalURL", f"{spec.external_url!r}: {URL_MESSAGE}")
-    for index, arg in enumerate(spec.extra_args):
-        if len(arg) > MAX_ARG_LENGTH:
-            raise SpecError(
-                f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
-            )
+    check_extra_args(spec.extra_args)
     check_pki(spec.as_pki)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
 
@@ -265,20 +244,4 @@ def check_name(name: str) -> None:
 
 def parse_front_proxy(obj: Any) -> FrontProxy:
     """A validated :class:`FrontProxy` from a Kubernetes object mapping."""
-    if not isinstance(obj, dict):
-        raise SpecError("<document>", "must be an object")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not name:
-        raise SpecError("metadata.name", "is required")
-    check_name(str(name))
-    spec = model.parse(FrontProxySpec, obj.get("spec"), "spec")
-    validate(spec)
-    return FrontProxy(
-        name=name,
-        namespace=meta.get("namespace") or "default",
-        spec=spec,
-        uid=meta.get("uid", ""),
-        generation=int(meta.get("generation", 0)),
-        status=obj.get("status"),
-    )
+    return parse_object(obj, FrontProxy, FrontProxySpec, check_name, validate)

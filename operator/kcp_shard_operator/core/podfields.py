@@ -107,6 +107,21 @@ def check_toleration(toleration: JSON, path: str) -> None:
         raise SpecError(path, "a toleration without a key needs operator Exists")
 
 
+MAX_EXTRA_ARGS = 64
+MAX_ARG_LENGTH = 1024
+
+
+def extra_args_field(command: str) -> Any:
+    """``extraArgs``: more arguments to ``command``, within the limits the CRD sets."""
+    return field(
+        "extraArgs",
+        f"Extra arguments to {command}.",
+        default_factory=list,
+        openapi={"type": "array", "items": {"type": "string", "maxLength": MAX_ARG_LENGTH}},
+        maxItems=MAX_EXTRA_ARGS,
+    )
+
+
 def resources_field() -> Any:
     return field("resources", "Container resources.", default=None, openapi=RESOURCES_SCHEMA)
 
@@ -138,6 +153,15 @@ def tolerations_field() -> Any:
 
 def affinity_field() -> Any:
     return field("affinity", "Pod affinity.", default=None)
+
+
+def check_extra_args(extra_args: list[str]) -> None:
+    """What the CRD's schema refuses in ``extraArgs``; raises :class:`SpecError`."""
+    for index, arg in enumerate(extra_args):
+        if len(arg) > MAX_ARG_LENGTH:
+            raise SpecError(
+                f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
+            )
 
 
 def check_pod_fields(

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
-from kcp_shard_operator.core import model
 from kcp_shard_operator.core.model import JSON, SpecError, field
+from kcp_shard_operator.core.objects import KcpObject, parse_object
 from kcp_shard_operator.core.pkispec import URL_PATTERN, PKISpec, check_pki, url_host
 from kcp_shard_operator.core.podfields import (
     affinity_field,
+    check_extra_args,
     check_pod_fields,
+    extra_args_field,
     node_selector_field,
     resources_field,
     tolerations_field,
@@ -30,13 +32,10 @@ from kcp_shard_operator.core.versions import (
     InvalidVersionError,
     Version,
     ignores_root_shard_flag,
-    parse_or_none,
 )
 
 DEFAULT_REPLICAS = 1
 MAX_REPLICAS = 10
-MAX_EXTRA_ARGS = 64
-MAX_ARG_LENGTH = 1024
 # Children are named <name>-kcp; a Service name is a DNS-1035 label of at most 63 characters.
 NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_NAME_LENGTH = 63 - len("-kcp")
@@ -298,13 +297,7 @@ class ShardSpec:
     pki: PKISpec = field(
         "pki", "What the operator issues (default: all that is unset).", default_factory=PKISpec
     )
-    extra_args: list[str] = field(
-        "extraArgs",
-        "Extra arguments to kcp start.",
-        default_factory=list,
-        openapi={"type": "array", "items": {"type": "string", "maxLength": MAX_ARG_LENGTH}},
-        maxItems=MAX_EXTRA_ARGS,
-    )
+    extra_args: list[str] = extra_args_field("kcp start")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
     tolerations: list[JSON] = tolerations_field()
@@ -354,24 +347,8 @@ class ShardSpec:
 
 
 @dataclass(frozen=True)
-class Shard:
+class Shard(KcpObject[ShardSpec]):
     """A Shard object: identity plus validated spec and the raw status."""
-
-    name: str
-    namespace: str
-    spec: ShardSpec
-    uid: str = ""
-    generation: int = 0
-    status: JSON | None = None
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    @property
-    def status_version(self) -> Version | None:
-        """The kcp version rolled out on every replica (``status.version``), if valid."""
-        return parse_or_none((self.status or {}).get("version"))
 
 
 SPEC_RULES = (
@@ -463,11 +440,7 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
 
 def _check_free_form(spec: ShardSpec) -> None:
     """What the API server would refuse in the pod template: lengths, quantities, tolerations."""
-    for index, arg in enumerate(spec.extra_args):
-        if len(arg) > MAX_ARG_LENGTH:
-            raise SpecError(
-                f"spec.extraArgs[{index}]", f"must be at most {MAX_ARG_LENGTH} characters long"
-            )
+    check_extra_args(spec.extra_args)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
     check_storage(spec.storage)
 
@@ -521,20 +494,6 @@ def missing_root_kubeconfig(version: Version, deprecating_release: Version) -> S
 
 def parse_shard(obj: Any, deprecating_release: Version) -> Shard:
     """A validated :class:`Shard` from a Kubernetes object mapping."""
-    if not isinstance(obj, dict):
-        raise SpecError("<document>", "must be an object")
-    meta = obj.get("metadata") or {}
-    name = meta.get("name")
-    if not name:
-        raise SpecError("metadata.name", "is required")
-    check_name(str(name))
-    spec = model.parse(ShardSpec, obj.get("spec"), "spec")
-    validate(spec, deprecating_release)
-    return Shard(
-        name=name,
-        namespace=meta.get("namespace") or "default",
-        spec=spec,
-        uid=meta.get("uid", ""),
-        generation=int(meta.get("generation", 0)),
-        status=obj.get("status"),
+    return parse_object(
+        obj, Shard, ShardSpec, check_name, lambda spec: validate(spec, deprecating_release)
     )
