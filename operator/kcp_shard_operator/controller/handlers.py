@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any, cast
 
 import kopf
@@ -63,6 +64,13 @@ def _remember(ctx: Context, kind: str, type: str | None, body: kopf.Body) -> Non
         ctx.store.put(kind, raw)
 
 
+def _finalized(meta: kopf.Meta) -> bool:
+    """Whether kopf has put its finalizer on the object (or it is being deleted). Before it
+    has, a status write would race with kopf's patch; the finalizer's own MODIFIED event brings
+    the object back."""
+    return FINALIZER in (meta.get("finalizers") or []) or bool(meta.get("deletionTimestamp"))
+
+
 def on_shard_event(
     *,
     type: str,
@@ -77,11 +85,7 @@ def on_shard_event(
 ) -> None:
     ctx = _context(memo)
     _remember(ctx, SHARD_KIND, type, body)
-    if type == "DELETED" or namespace is None:
-        return
-    if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
-        # kopf adds its finalizer first; writing status now would race with that patch.
-        # The finalizer's own MODIFIED event brings the Shard back here.
+    if type == "DELETED" or namespace is None or not _finalized(meta):
         return
     reconcile_with_dependents(ctx, namespace, name, spec, logger)
 
@@ -103,7 +107,7 @@ def on_cache_server_event(
     if namespace is None:
         return
     if type != "DELETED":
-        if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
+        if not _finalized(meta):
             return
         reconcile_cache_server(ctx, namespace, name, logger)
     for shard in shards_using_cache_server(ctx, namespace, name):
@@ -129,7 +133,7 @@ def on_front_proxy_event(
     if namespace is None:
         return
     if type != "DELETED":
-        if FINALIZER not in (meta.get("finalizers") or []) and not meta.get("deletionTimestamp"):
+        if not _finalized(meta):
             return
         reconcile_front_proxy(ctx, namespace, name, logger)
     root = (spec.get("rootShardRef") or {}).get("name")
@@ -137,25 +141,17 @@ def on_front_proxy_event(
         reconcile_installation(ctx, namespace, str(root), logger)
 
 
-def on_front_proxy_timer(
-    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
-) -> None:
-    if namespace is not None:
-        reconcile_front_proxy(_context(memo), namespace, name, logger)
+Pass = Callable[[Context, str, str, Logger], None]
 
 
-def on_cache_server_timer(
-    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
-) -> None:
-    if namespace is not None:
-        reconcile_cache_server(_context(memo), namespace, name, logger)
+def _resync(run: Pass) -> Callable[..., None]:
+    """The timer handler of a kind: one pass every RESYNC_SECONDS, whatever happened."""
 
+    def on_timer(*, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any) -> None:
+        if namespace is not None:
+            run(_context(memo), namespace, name, logger)
 
-def on_shard_timer(
-    *, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any
-) -> None:
-    if namespace is not None:
-        reconcile(_context(memo), namespace, name, logger)
+    return on_timer
 
 
 def on_child_event(
@@ -261,37 +257,25 @@ def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
     shards = kopf.on.event(API_GROUP, API_VERSION, SHARD_PLURAL, registry=registry)
     shards(on_shard_event)
-    timer = kopf.timer(
-        API_GROUP,
-        API_VERSION,
-        SHARD_PLURAL,
-        interval=RESYNC_SECONDS,
-        initial_delay=RESYNC_SECONDS,
-        registry=registry,
-    )
-    timer(on_shard_timer)
     caches = kopf.on.event(API_GROUP, API_VERSION, CACHE_SERVER_PLURAL, registry=registry)
     caches(on_cache_server_event)
-    cache_timer = kopf.timer(
-        API_GROUP,
-        API_VERSION,
-        CACHE_SERVER_PLURAL,
-        interval=RESYNC_SECONDS,
-        initial_delay=RESYNC_SECONDS,
-        registry=registry,
-    )
-    cache_timer(on_cache_server_timer)
     proxies = kopf.on.event(API_GROUP, API_VERSION, FRONT_PROXY_PLURAL, registry=registry)
     proxies(on_front_proxy_event)
-    proxy_timer = kopf.timer(
-        API_GROUP,
-        API_VERSION,
-        FRONT_PROXY_PLURAL,
-        interval=RESYNC_SECONDS,
-        initial_delay=RESYNC_SECONDS,
-        registry=registry,
-    )
-    proxy_timer(on_front_proxy_timer)
+    for plural, run, handler_id in (
+        (SHARD_PLURAL, reconcile, "on_shard_timer"),
+        (CACHE_SERVER_PLURAL, reconcile_cache_server, "on_cache_server_timer"),
+        (FRONT_PROXY_PLURAL, reconcile_front_proxy, "on_front_proxy_timer"),
+    ):
+        timer = kopf.timer(
+            API_GROUP,
+            API_VERSION,
+            plural,
+            id=handler_id,
+            interval=RESYNC_SECONDS,
+            initial_delay=RESYNC_SECONDS,
+            registry=registry,
+        )
+        timer(_resync(run))
     managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
     for api_version, _, plural in (*CHILD_KINDS, ("v1", "ConfigMap", "configmaps")):
         watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
