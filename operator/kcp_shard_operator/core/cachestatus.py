@@ -15,13 +15,15 @@ from kcp_shard_operator.core.cachespec import CacheServer
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.spec import cache_kubeconfig_secret
 from kcp_shard_operator.core.status import (
-    DEGRADED,
-    PROGRESSING,
     READY,
     Condition,
+    Progress,
+    degraded_condition,
     deployed_version,
     merged_conditions,
+    phase_of,
     pod_problems,
+    progressing_condition,
     rollout_complete,
 )
 
@@ -55,34 +57,22 @@ def _problems(seen: CacheObservation) -> list[tuple[str, str]]:
 def conditions_for(cache: CacheServer, seen: CacheObservation) -> tuple[str, list[Condition]]:
     deployment = seen.deployment
     running = deployed_version(deployment)
-    complete = rollout_complete(deployment) and running == cache.spec.version
-    problems = _problems(seen)
-    if complete:
+    progress = Progress(
+        wanted=cache.spec.version,
+        running=running,
+        complete=rollout_complete(deployment),
+        deployed=deployment is not None,
+    )
+    if progress.done:
         ready = Condition(READY, True, "RolledOut", f"kcp {running} cache server ready")
-        progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
     elif deployment is None:
         ready = Condition(READY, False, "NoDeployment", "the Deployment does not exist yet")
-        progressing = Condition(PROGRESSING, True, "RollingOut", "creating the cache server")
     else:
         ready = Condition(READY, False, "RollingOut", f"rolling out kcp {cache.spec.version}")
-        progressing = Condition(
-            PROGRESSING, True, "RollingOut", f"rolling out kcp {cache.spec.version}"
-        )
-    if problems:
-        degraded = Condition(
-            DEGRADED, True, problems[0][0], "; ".join(text for _, text in problems)
-        )
-    else:
-        degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
-    if problems:
-        phase = DEGRADED
-    elif complete:
-        phase = READY
-    elif deployment is None:
-        phase = "Pending"
-    else:
-        phase = "Progressing"
-    return phase, [ready, progressing, degraded]
+    problems = _problems(seen)
+    degraded = degraded_condition(problems)
+    phase = phase_of(progress, bool(problems))
+    return phase, [ready, progressing_condition(progress), degraded]
 
 
 def cache_server_status(cache: CacheServer, seen: CacheObservation, now: str) -> JSON:

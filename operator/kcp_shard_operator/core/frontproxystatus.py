@@ -15,13 +15,15 @@ from kcp_shard_operator.core.frontproxy import admin_kubeconfig_secret, external
 from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.model import JSON
 from kcp_shard_operator.core.status import (
-    DEGRADED,
-    PROGRESSING,
     READY,
     Condition,
+    Progress,
+    degraded_condition,
     deployed_version,
     merged_conditions,
+    phase_of,
     pod_problems,
+    progressing_condition,
     rollout_complete,
 )
 
@@ -106,39 +108,23 @@ def conditions_for(proxy: FrontProxy, seen: ProxyObservation) -> tuple[str, list
         ready = Condition(READY, False, "NoDeployment", "the Deployment does not exist yet")
     else:
         ready = Condition(READY, False, "RollingOut", f"{replicas} ready")
-    if seen.error:
-        progressing = Condition(PROGRESSING, False, seen.error_reason, seen.error)
-    elif seen.waiting:
-        progressing = Condition(PROGRESSING, False, seen.waiting_reason, seen.waiting)
-    elif complete and running == proxy.spec.version:
-        progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
-    else:
-        progressing = Condition(
-            PROGRESSING, True, "RollingOut", f"rolling out kcp {proxy.spec.version}"
-        )
+    progress = Progress(
+        wanted=proxy.spec.version,
+        running=running,
+        complete=complete,
+        deployed=deployment is not None,
+        error=(seen.error_reason, seen.error) if seen.error else None,
+        waiting=(seen.waiting_reason, seen.waiting) if seen.waiting else None,
+    )
     problems = _problems(seen)
-    if problems:
-        degraded = Condition(
-            DEGRADED, True, problems[0][0], "; ".join(text for _, text in problems)
-        )
-    else:
-        degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
+    degraded = degraded_condition(problems)
     routing = (
         Condition(ROUTING, route.ok, route.reason, route.message)
         if route is not None
         else Condition(ROUTING, None, "RollingOut", "asked once the rollout is complete")
     )
-    if problems:
-        phase = DEGRADED
-    elif seen.waiting:
-        phase = seen.waiting_reason
-    elif complete and running == proxy.spec.version:
-        phase = READY
-    elif deployment is None:
-        phase = "Pending"
-    else:
-        phase = "Progressing"
-    return phase, [ready, progressing, degraded, routing]
+    phase = phase_of(progress, bool(problems))
+    return phase, [ready, progressing_condition(progress), degraded, routing]
 
 
 def front_proxy_status(proxy: FrontProxy, seen: ProxyObservation, now: str) -> JSON:

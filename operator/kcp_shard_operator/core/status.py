@@ -153,6 +153,54 @@ def pod_problems(pods: list[JSON]) -> list[str]:
     return problems[:MAX_REPORTED_PODS]
 
 
+@dataclass(frozen=True)
+class Progress:
+    """Where a rollout stands: the version wanted and running, whether every replica runs
+    the current template, and what holds it (an error, or what it waits for)."""
+
+    wanted: str
+    running: str | None
+    complete: bool
+    deployed: bool
+    error: tuple[str, str] | None = None
+    """(reason, message) of what stops it."""
+    waiting: tuple[str, str] | None = None
+    """(reason, message) of what it waits for."""
+
+    @property
+    def done(self) -> bool:
+        return self.complete and self.running == self.wanted
+
+
+def progressing_condition(progress: Progress) -> Condition:
+    """``Progressing``: stopped by an error, waiting, complete, or rolling out."""
+    held = progress.error or progress.waiting
+    if held is not None:
+        return Condition(PROGRESSING, False, *held)
+    if progress.done:
+        return Condition(PROGRESSING, False, "Complete", f"kcp {progress.running} rolled out")
+    return Condition(PROGRESSING, True, "RollingOut", f"rolling out kcp {progress.wanted}")
+
+
+def degraded_condition(problems: list[tuple[str, str]]) -> Condition:
+    """``Degraded``: every problem found, its reason the first one's."""
+    if problems:
+        return Condition(DEGRADED, True, problems[0][0], "; ".join(text for _, text in problems))
+    return Condition(DEGRADED, False, "AsExpected", "no problem found")
+
+
+def phase_of(progress: Progress, degraded: bool) -> str:
+    """The phase ``kubectl get`` shows: an object that cannot work says so, whatever the
+    reason; else what it waits for, Ready, Pending or Progressing."""
+    if degraded:
+        return DEGRADED
+    if progress.waiting is not None:
+        return progress.waiting[0]
+    if progress.done:
+        return READY
+    return "Progressing" if progress.deployed else "Pending"
+
+
 def _problems(seen: Observation) -> list[tuple[str, str]]:
     """(reason, message) of everything that keeps the shard from its desired state."""
     found: list[tuple[str, str]] = []
@@ -203,22 +251,16 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         ready = Condition(READY, False, "RollingOut", f"{ready_replicas}/{desired} replicas ready")
 
-    if seen.error:
-        progressing = Condition(PROGRESSING, False, seen.error_reason, seen.error)
-    elif seen.waiting:
-        progressing = Condition(PROGRESSING, False, seen.waiting_reason, seen.waiting)
-    elif complete and running == shard.spec.version:
-        progressing = Condition(PROGRESSING, False, "Complete", f"kcp {running} rolled out")
-    else:
-        progressing = Condition(
-            PROGRESSING, True, "RollingOut", f"rolling out kcp {shard.spec.version}"
-        )
-
-    if problems:
-        message = "; ".join(text for _, text in problems)
-        degraded = Condition(DEGRADED, True, problems[0][0], message)
-    else:
-        degraded = Condition(DEGRADED, False, "AsExpected", "no problem found")
+    progress = Progress(
+        wanted=shard.spec.version,
+        running=running,
+        complete=complete,
+        deployed=deployment is not None,
+        error=(seen.error_reason, seen.error) if seen.error else None,
+        waiting=(seen.waiting_reason, seen.waiting) if seen.waiting else None,
+    )
+    progressing = progressing_condition(progress)
+    degraded = degraded_condition(problems)
 
     dropped = seen.dropped_args + [f"{ref} (unused)" for ref in seen.unused_refs]
     if dropped:
@@ -232,17 +274,7 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
-    if degraded.status:
-        # A Shard that cannot work says so in `kubectl get shards`, whatever the reason.
-        phase = DEGRADED
-    elif seen.waiting:
-        phase = seen.waiting_reason
-    elif complete and running == shard.spec.version:
-        phase = "Ready"
-    elif deployment is None:
-        phase = "Pending"
-    else:
-        phase = "Progressing"
+    phase = phase_of(progress, bool(degraded.status))
     checked = (
         [Condition(DATA_VERIFIED, health.verified, health.reason, health.message)] if health else []
     )
