@@ -104,6 +104,14 @@ class FakeKube:
         found = self.objects.get((kind, namespace, name))
         return copy.deepcopy(found)
 
+    def list(self, api_version: str, kind: str, namespace: str | None) -> list[JSON]:
+        self._call("list", kind, "")
+        return [
+            copy.deepcopy(obj)
+            for (held, where, _), obj in self.objects.items()
+            if held == kind and namespace in (None, where)
+        ]
+
     def apply(self, obj: JSON) -> JSON:
         self._call("apply", obj["kind"], obj["metadata"]["name"])
         old = self.objects.get(_key(obj))

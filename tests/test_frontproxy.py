@@ -611,3 +611,45 @@ def test_plan_renders_the_shards_behind_their_front_proxy(
     assert "--requestheader-client-ca-file" not in without[0].flags_dropped
     behind = plan_upgrade(objects, live, "0.35.0", RELEASE, lambda _: "-", proxies=[proxy()])
     assert "--requestheader-client-ca-file" in behind[0].flags_added, "the plan sees the proxy"
+
+
+def test_a_pass_before_the_watch_lists_the_front_proxy_still_renders_behind_it() -> None:
+    """An operator restarting mid-rollout: the Shard's watch delivers first. The pass must
+    not render the shard without its FrontProxy (that write would restart its pods twice;
+    found on kind, where the root's Deployment was written twice by the new operator pod)."""
+    kube, _, _ = started()
+    deployment = kube.objects[("Deployment", "ns", "root-kcp")]
+    front = kube.objects.pop(("FrontProxy", "ns", "kcp"))
+    restarted = context(kube)
+    kube.objects[("FrontProxy", "ns", "kcp")] = front
+    kube.calls.clear()
+    run(restarted, "root")
+    assert ("apply", "Deployment", "root-kcp") not in kube.writes
+    assert kube.objects[("Deployment", "ns", "root-kcp")] == deployment
+    assert ("list", "FrontProxy", "") in kube.calls, "the FrontProxies were listed once"
+    kube.calls.clear()
+    run(restarted, "root")
+    assert ("list", "FrontProxy", "") not in kube.calls, "and not again"
+
+
+def test_a_front_proxy_pass_before_the_watch_lists_every_shard_still_waits_for_them() -> None:
+    """The front-proxy's order needs every shard of its installation: one the watch has not
+    delivered yet is listed, not taken as absent."""
+    kube, _, ctx = started()
+    pass_over(ctx)
+    watched(ctx, kube.roll_out("ns", "kcp-front-proxy"))
+    kube.put(ready(shard_object(version="0.35.0")))
+    proxy_obj = copy.deepcopy(kube.objects[("FrontProxy", "ns", "kcp")])
+    proxy_obj["spec"]["version"] = "0.35.0"
+    kube.put(proxy_obj)
+    behind = ready(non_root_object())
+    restarted = context(kube)
+    kube.put(behind)
+    pass_over(restarted)
+    status = proxy_status(kube)
+    assert status["phase"] == "WaitingForShards", status
+    assert "shard-1 runs kcp 0.34.0" in next(
+        c["message"] for c in status["conditions"] if c["type"] == "Progressing"
+    )
+    template = kube.objects[("Deployment", "ns", "kcp-front-proxy")]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.34.0"

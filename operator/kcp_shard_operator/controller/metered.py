@@ -38,6 +38,9 @@ class MeteredKube:
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
         return self._read(kind, lambda: self._kube.get(api_version, kind, namespace, name))
 
+    def list(self, api_version: str, kind: str, namespace: str | None) -> list[JSON]:
+        return self._read(kind, lambda: self._kube.list(api_version, kind, namespace))
+
     def apply(self, obj: JSON) -> JSON:
         return self._write(obj["kind"], "apply", lambda: self._kube.apply(obj))
 

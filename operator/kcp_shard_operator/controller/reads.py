@@ -75,10 +75,20 @@ def read_front_proxy(ctx: Context, namespace: str, name: str) -> JSON | None:
     return read(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace, name)
 
 
+def every(ctx: Context, api_version: str, kind: str, namespace: str) -> list[JSON]:
+    """Every object of ``kind`` in ``namespace``, for a decision that needs all of them: from
+    the store once it holds a whole listing, which the operator reads once per namespace and
+    kind (a pass right after the operator starts may come before the watch has listed them;
+    the watch keeps the store current afterwards)."""
+    if not ctx.store.listed(kind, namespace):
+        ctx.store.fill(kind, namespace, ctx.kube.list(api_version, kind, namespace))
+    return ctx.store.select(kind, namespace, lambda _: True)
+
+
 def front_proxies(ctx: Context, namespace: str) -> list[FrontProxy]:
-    """The valid FrontProxies of ``namespace`` the watch delivered."""
+    """The valid FrontProxies of ``namespace``."""
     found = []
-    for body in ctx.store.select(FRONT_PROXY_KIND, namespace, lambda _: True):
+    for body in every(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace):
         try:
             found.append(parse_front_proxy(body))
         except SpecError:
@@ -96,7 +106,7 @@ def installation(ctx: Context, namespace: str, root: str) -> list[Shard]:
     """The valid Shards of the installation of root shard ``root``: the root and the Shards
     naming it."""
     found = []
-    for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
+    for body in every(ctx, SHARD_API_VERSION, SHARD_KIND, namespace):
         ref = ((body.get("spec") or {}).get("rootShardRef") or {}).get("name")
         if (body.get("metadata") or {}).get("name") != root and ref != root:
             continue

@@ -79,6 +79,7 @@ class Store:
 
     def __init__(self) -> None:
         self._objects: dict[tuple[str, str], dict[str, Entry]] = {}
+        self._listed: set[tuple[str, str]] = set()
         self._lock = threading.Lock()
 
     def put(self, kind: str, body: JSON) -> None:
@@ -99,6 +100,27 @@ class Store:
             if old_rv is not None and new_rv is not None and new_rv < old_rv:
                 return
             objects[name] = (new_rv, text)
+
+    def fill(self, kind: str, namespace: str, bodies: list[JSON]) -> None:
+        """A whole listing of ``kind`` in ``namespace``: every object the store does not know
+        yet is kept (what a watch delivered is as new or newer), and from now on the store
+        holds all of them (:meth:`listed`)."""
+        with self._lock:
+            objects = self._objects.setdefault((kind, namespace), {})
+            for body in bodies:
+                kept = trimmed(kind, body)
+                name = str((kept.get("metadata") or {}).get("name", ""))
+                if name not in objects:
+                    objects[name] = (
+                        _resource_version(kept),
+                        json.dumps(kept, separators=(",", ":")),
+                    )
+            self._listed.add((kind, namespace))
+
+    def listed(self, kind: str, namespace: str) -> bool:
+        """Whether the store holds every object of ``kind`` in ``namespace`` (:meth:`fill`)."""
+        with self._lock:
+            return (kind, namespace) in self._listed
 
     def deleted(self, kind: str, namespace: str, name: str) -> None:
         """The object is gone (a watch said so, or the operator deleted it).
