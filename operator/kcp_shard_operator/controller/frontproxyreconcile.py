@@ -7,7 +7,13 @@ from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS
-from kcp_shard_operator.controller.passes import degraded_reason, metered, now, write_children
+from kcp_shard_operator.controller.passes import (
+    degraded_reason,
+    delete_pdb,
+    metered,
+    now,
+    write_children,
+)
 from kcp_shard_operator.controller.reads import (
     installation,
     labelled_pods,
@@ -38,7 +44,6 @@ from kcp_shard_operator.core.status import (
     invalid_status,
     rollout_complete,
 )
-from kcp_shard_operator.kube.client import APIError, error_message
 
 CHILDREN = (
     ("v1", "Service"),
@@ -104,8 +109,8 @@ def _route(ctx: Context, proxy: FrontProxy, deployment: JSON | None) -> Route | 
     if not ctx.settings.kcp_checks:
         return Route(None, "NotVerified", "the operator runs with --no-kcp-checks")
     last = ctx.routes.get(key)
-    now = ctx.clock()
-    if last is not None and now < last[0]:
+    asked_at = ctx.clock()
+    if last is not None and asked_at < last[0]:
         return last[1]
     secret = admin_kubeconfig_secret(proxy)
     if not proxy.spec.pki.issue:
@@ -115,7 +120,7 @@ def _route(ctx: Context, proxy: FrontProxy, deployment: JSON | None) -> Route | 
         route = Route(False, "SecretNotFound", f"Secret {secret} (the admin kubeconfig) not found")
     else:
         route = ctx.route(kubeconfig, service_url(proxy))
-    ctx.routes[key] = (now + PROBE_INTERVAL_SECONDS, route)
+    ctx.routes[key] = (asked_at + PROBE_INTERVAL_SECONDS, route)
     return route
 
 
@@ -155,11 +160,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     if failures is None:
         return None
     if decision.delete_pdb:
-        try:
-            ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(proxy))
-            ctx.store.deleted("PodDisruptionBudget", namespace, child_name(proxy))
-        except APIError as err:
-            failures.append(f"PodDisruptionBudget {child_name(proxy)}: {error_message(err)}")
+        failures += delete_pdb(ctx, namespace, child_name(proxy))
     deployment = observed.get("Deployment")
     seen = ProxyObservation(
         deployment=deployment,

@@ -87,3 +87,14 @@ def write_children(
         if event is not None:
             ctx.announce(obj, event)
     return failures
+
+
+def delete_pdb(ctx: Context, namespace: str, name: str) -> list[str]:
+    """Delete the PodDisruptionBudget ``name`` (its object went down to one replica); the
+    failure, if any."""
+    try:
+        ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, name)
+    except APIError as err:
+        return [f"PodDisruptionBudget {name}: {error_message(err)}"]
+    ctx.store.deleted("PodDisruptionBudget", namespace, name)
+    return []

@@ -12,6 +12,7 @@ from kcp_shard_operator.controller.health import shard_health
 from kcp_shard_operator.controller.passes import (
     API_ERROR,
     degraded_reason,
+    delete_pdb,
     metered,
     now,
     write_children,
@@ -156,11 +157,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         _leave(ctx, uid, namespace, logger)
         return None
     if decision.delete_pdb:
-        try:
-            ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, child_name(shard))
-            ctx.store.deleted("PodDisruptionBudget", namespace, child_name(shard))
-        except APIError as err:
-            failures.append(f"PodDisruptionBudget {child_name(shard)}: {error_message(err)}")
+        failures += delete_pdb(ctx, namespace, child_name(shard))
     deployment = observed.get("Deployment")
     shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
     seen = Observation(
