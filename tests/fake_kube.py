@@ -266,7 +266,10 @@ def secret(name: str, **data: str) -> JSON:
 SECRETS = (secret("cache", kubeconfig="Y2FjaGU="), secret("root-admin", kubeconfig="cm9vdA=="))
 
 
-READY_STATUS = {"conditions": [{"type": "Ready", "status": "True", "reason": "RolledOut"}]}
+READY_STATUS = {
+    "readyReplicas": 1,
+    "conditions": [{"type": "Ready", "status": "True", "reason": "RolledOut"}],
+}
 
 
 def rolled_out(shard: JSON) -> JSON:

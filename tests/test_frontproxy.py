@@ -26,6 +26,7 @@ from kcp_shard_operator.core.frontproxystatus import Route, interpret_route
 from kcp_shard_operator.core.issuance import Purpose
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.planner import plan
 from kcp_shard_operator.core.refs import CASecretKeyRef, SecretKeyRef
 from kcp_shard_operator.core.render import render_shard
 from kcp_shard_operator.core.spec import Shard
@@ -653,3 +654,33 @@ def test_a_front_proxy_pass_before_the_watch_lists_every_shard_still_waits_for_t
     )
     template = kube.objects[("Deployment", "ns", "kcp-front-proxy")]["spec"]["template"]
     assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.34.0"
+
+
+@pytest.mark.parametrize(
+    ("root_status", "held"),
+    [
+        ({"version": "0.34.0", "readyReplicas": 0}, True),
+        ({"version": "0.34.0", "readyReplicas": 1}, False),
+        (
+            {
+                "version": "0.34.0",
+                "readyReplicas": 1,
+                "conditions": [{"type": "Ready", "status": "False", "reason": "ShardUnreachable"}],
+            },
+            False,
+        ),
+    ],
+)
+def test_on_the_roots_embedded_cache_a_shard_waits_for_a_ready_root_pod(
+    root_status: JSON, held: bool
+) -> None:
+    """The root's cache serves while one of its pods is ready, whether or not the operator
+    reaches it (ShardUnreachable is the operator's view, not the shard's)."""
+    root = pki.with_issued(make({**shard_object(), "status": root_status}), None)
+    running = pki.with_issued(make(rolled_out(non_root_object())), root)
+    live = render_shard(running, root, RELEASE).deployment
+    changed = pki.with_issued(make(non_root_object(extraArgs=["--v=4"])), root)
+    decision = plan(changed, root, {"Deployment": live}, RELEASE)
+    written = any(o["kind"] == "Deployment" for o in decision.apply)
+    assert written is not held
+    assert (decision.waiting_reason == "WaitingForCacheServer") is held

@@ -38,20 +38,38 @@ pytestmark = pytest.mark.e2e
 Kubectl = Callable[..., str]
 SAMPLE_SHARDS = ("root", "shard-1")
 ISSUED_SECRETS = (
+    "cache-cache-ca",
+    "cache-cache-serving",
+    "cache-cache-kubeconfig",
     "root-kcp-ca",
     "root-kcp-client-ca",
     "root-kcp-serving",
     "root-kcp-admin-kubeconfig",
-    "root-kcp-cache-kubeconfig",
     "root-kcp-logical-cluster-admin-kubeconfig",
     "root-kcp-service-account-key",
+    "root-kcp-requestheader-ca",
+    "root-kcp-requestheader-client-ca",
+    "root-kcp-external-logical-cluster-admin-kubeconfig",
     "shard-1-kcp-serving",
     "shard-1-kcp-admin-kubeconfig",
     "shard-1-kcp-logical-cluster-admin-kubeconfig",
+    "kcp-front-proxy-serving",
+    "kcp-front-proxy-requestheader",
+    "kcp-front-proxy-kubeconfig",
+    "kcp-front-proxy-admin-kubeconfig",
 )
-"""What the operator issues for the samples (kcp 0.27.1: shard-1 also mounts the root's admin
-kubeconfig)."""
+"""What the operator issues for the samples: the CacheServer's, the installation's (its trust in
+the front-proxy among them), each Shard's and the FrontProxy's (kcp 0.27.1: shard-1 also mounts
+the root's admin kubeconfig)."""
 PEERING_CRDS = CHART / "crds" / "kopf.dev_peerings.yaml"
+
+
+def root_sample(namespace: str) -> str:
+    """The sample root Shard in ``namespace``, on the root's embedded cache (no CacheServer)."""
+    obj = yaml.safe_load((SAMPLES / "20-root-shard.yaml").read_text())
+    obj["metadata"]["namespace"] = namespace
+    del obj["spec"]["cache"]
+    return yaml.safe_dump(obj)
 
 
 def release_name(prefix: str) -> str:
@@ -178,6 +196,12 @@ def test_install_and_token_operator_reconciles_the_samples(
         with running_operator(cluster, as_sa, args, log_path, [samples_namespace]) as operator:
             for shard in SAMPLE_SHARDS:
                 wait_ready(kubectl, samples_namespace, shard)
+            for kind, other in (("cacheserver", "cache"), ("frontproxy", "kcp")):
+
+                def ready(kind: str = kind, other: str = other) -> bool:
+                    return shard_ready(get(kubectl, kind, other, "-n", samples_namespace))
+
+                wait_for(ready, 120, f"{kind} {other} Ready")
             log(f"samples Ready in {samples_namespace} with the token of {sa_user}")
             # Their whole PKI, issued with the chart's RBAC (create and update on Secrets).
             for secret in ISSUED_SECRETS:
@@ -187,7 +211,7 @@ def test_install_and_token_operator_reconciles_the_samples(
                 )
             shard_1 = get(kubectl, "shard", "shard-1", "-n", samples_namespace)
             # Every one it uses but the service-account key (which does not expire), CA included.
-            assert len(shard_1["status"]["certificates"]) == 7, shard_1["status"]
+            assert len(shard_1["status"]["certificates"]) == 9, shard_1["status"]
             assert operator.running(), operator.log_tail()
         assert rbac_denials(log_path.read_text()) == []
 
@@ -209,7 +233,7 @@ def test_namespaced_install_cannot_touch_other_namespaces(
         with pytest.raises(KubectlError, match=r"(?s)Forbidden|forbidden"):
             as_sa.kubectl("get", "shards", "-n", other_namespace)
 
-        root = (SAMPLES / "20-root-shard.yaml").read_text().replace("kcp-samples", "{ns}")
+        root = root_sample("{ns}")
         for ns in (watched, other_namespace):
             kubectl("apply", "-f", "-", stdin=root.replace("{ns}", ns))
         # Told to watch both, the operator reconciles only where its Role lets it.

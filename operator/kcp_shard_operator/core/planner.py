@@ -109,14 +109,16 @@ def identity_source_down(
     if cache is not None:
         if (condition(cache.status, READY) or {}).get("status") == "True":
             return None
-        name = f"CacheServer {cache.name}"
+        name = f"CacheServer {cache.name}, which is not Ready"
     else:
-        if root is None or (condition(root.status, READY) or {}).get("status") == "True":
+        # The root's embedded cache serves while a root pod is ready (its /readyz, as the
+        # kubelet sees it): whether the operator itself reaches the root is another matter.
+        if root is None or (root.status or {}).get("readyReplicas", 0) > 0:
             return None
-        name = f"the cache server of root shard {root.name}"
+        name = f"the embedded cache server of root shard {root.name}, which has no ready pod"
     return (
-        f"kcp {shard.spec.version} reads the APIExport identities from {name} when it "
-        "starts, which is not Ready: the shard's pods are not started or replaced until it is"
+        f"kcp {shard.spec.version} reads the APIExport identities from {name}, when it "
+        "starts: the shard's pods are not started or replaced until it is back"
     )
 
 

@@ -141,18 +141,24 @@ def _filled_root(root: Shard | None, proxies: Collection[FrontProxy]) -> Shard |
     return None if root is None else with_issued(root, None, proxy=_proxy(root, proxies))
 
 
-def rolled_out_status(status: JSON | None, version: str | None) -> JSON:
-    """``status`` once every replica runs ``version`` and is Ready (the plan's assumption for
-    every rollout it simulates)."""
+def rolled_out_status(status: JSON | None, version: str | None, replicas: int) -> JSON:
+    """``status`` once every one of ``replicas`` runs ``version`` and is Ready (the plan's
+    assumption for every rollout it simulates)."""
     others = [c for c in (status or {}).get("conditions") or [] if c.get("type") != READY]
     ready = {"type": READY, "status": "True", "reason": ROLLED_OUT}
-    return {**(status or {}), "version": version, "conditions": [ready, *others]}
+    return {
+        **(status or {}),
+        "version": version,
+        "readyReplicas": replicas,
+        "conditions": [ready, *others],
+    }
 
 
 def _rolled_out(state: _State, deployment: JSON) -> None:
     """``state`` after its rollout to ``deployment`` finished."""
     state.deployment = deployment
-    status = rolled_out_status(state.obj.get("status"), deployed_version(deployment))
+    replicas = int((deployment.get("spec") or {}).get("replicas", 1))
+    status = rolled_out_status(state.obj.get("status"), deployed_version(deployment), replicas)
     state.obj = {**state.obj, "status": status}
 
 
@@ -194,7 +200,7 @@ def as_rolled_out(
             rolled.append(copy.deepcopy(obj))
             continue
         deployments[key] = rendered.deployment
-        status = rolled_out_status(obj.get("status"), shard.spec.version)
+        status = rolled_out_status(obj.get("status"), shard.spec.version, shard.spec.replicas)
         rolled.append({**copy.deepcopy(obj), "status": status})
     return rolled, deployments
 
