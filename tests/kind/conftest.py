@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
+from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from testkit.cluster import cluster_down, cluster_script_env, cluster_up
 from testkit.kube import Cluster
 from testkit.tools import HACK, build_tools, helm, log, run_visible
 from tests.chart import CHART
 from tests.e2e.capture import uncaptured
 
-from .kind import OPERATOR_NAMESPACE, RELEASE, image_names
+from .kind import OPERATOR_NAMESPACE, RELEASE, image_names, kcp_image
 
 
 @pytest.fixture(scope="session")
@@ -42,7 +43,10 @@ def kind_cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
                 cluster = cluster_up(script_env)
             run_visible([str(HACK / "image.sh"), "operator"])
             run_visible([str(HACK / "image.sh"), "kcp"])
-            run_visible([str(HACK / "kind.sh"), "load", name, *image_names()[:2]])
+            # The operator's image, the kcp image, and the same kcp under the name the kcp
+            # objects default to (the samples and docs/examples name no image).
+            default = f"{DEFAULT_IMAGE_REPOSITORY}:{kcp_image()[1]}"
+            run_visible([str(HACK / "kind.sh"), "load", name, *image_names()[:2], default])
             log(f"kind cluster {name} with images ready in {time.monotonic() - started:.0f}s")
         yield cluster
     finally:
