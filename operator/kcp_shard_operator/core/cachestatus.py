@@ -20,7 +20,7 @@ from kcp_shard_operator.core.status import (
     Progress,
     degraded_condition,
     deployed_version,
-    merged_conditions,
+    object_status,
     phase_of,
     pod_problems,
     progressing_condition,
@@ -76,24 +76,10 @@ def conditions_for(cache: CacheServer, seen: CacheObservation) -> tuple[str, lis
 
 
 def cache_server_status(cache: CacheServer, seen: CacheObservation, now: str) -> JSON:
-    """The full status to write; unchanged conditions keep their transition time."""
-    previous: JSON = cache.status or {}
+    """The full status to write."""
     phase, conditions = conditions_for(cache, seen)
-    version = (
-        deployed_version(seen.deployment)
-        if rollout_complete(seen.deployment)
-        else previous.get("version")
-    )
-    status: JSON = {
-        "observedGeneration": cache.generation,
-        "phase": phase,
-        "url": service_url(cache),
-        "conditions": merged_conditions(previous, conditions, cache.generation, now),
-    }
+    status = object_status(cache, seen.deployment, phase, conditions, seen.certificates, now)
+    status["url"] = service_url(cache)
     if issues_kubeconfig(cache):
         status["kubeconfigSecret"] = cache_kubeconfig_secret(cache.name)
-    if version:
-        status["version"] = version
-    if seen.certificates:
-        status["certificates"] = seen.certificates
     return status

@@ -20,10 +20,11 @@ from kcp_shard_operator.core.status import (
     Progress,
     degraded_condition,
     deployed_version,
-    merged_conditions,
+    object_status,
     phase_of,
     pod_problems,
     progressing_condition,
+    ready_replicas,
     rollout_complete,
 )
 
@@ -128,26 +129,12 @@ def conditions_for(proxy: FrontProxy, seen: ProxyObservation) -> tuple[str, list
 
 
 def front_proxy_status(proxy: FrontProxy, seen: ProxyObservation, now: str) -> JSON:
-    """The full status to write; unchanged conditions keep their transition time."""
-    previous: JSON = proxy.status or {}
+    """The full status to write."""
     phase, conditions = conditions_for(proxy, seen)
-    version = (
-        deployed_version(seen.deployment)
-        if rollout_complete(seen.deployment)
-        else previous.get("version")
-    )
-    status: JSON = {
-        "observedGeneration": proxy.generation,
-        "phase": phase,
-        "readyReplicas": ((seen.deployment or {}).get("status") or {}).get("readyReplicas", 0),
-        "url": external_url(proxy),
-        "serviceURL": service_url(proxy),
-        "conditions": merged_conditions(previous, conditions, proxy.generation, now),
-    }
+    status = object_status(proxy, seen.deployment, phase, conditions, seen.certificates, now)
+    status["readyReplicas"] = ready_replicas(seen.deployment)
+    status["url"] = external_url(proxy)
+    status["serviceURL"] = service_url(proxy)
     if proxy.spec.pki.issue:
         status["adminKubeconfigSecret"] = admin_kubeconfig_secret(proxy)
-    if version:
-        status["version"] = version
-    if seen.certificates:
-        status["certificates"] = seen.certificates
     return status

@@ -10,6 +10,7 @@ from kcp_shard_operator.core.claim import Storage, claim_name
 from kcp_shard_operator.core.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.objects import KcpObject
 from kcp_shard_operator.core.spec import Shard
 
 READY = "Ready"
@@ -329,27 +330,43 @@ def durability(shard: Shard, seen: Observation) -> Condition:
     )
 
 
-def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
-    """The full status to write; unchanged conditions keep their transition time."""
-    previous: JSON = shard.status or {}
-    phase, conditions = conditions_for(shard, seen)
-    rendered = merged_conditions(previous, conditions, shard.generation, now)
+def object_status(
+    obj: KcpObject[Any],
+    deployment: JSON | None,
+    phase: str,
+    conditions: list[Condition],
+    certificates: list[JSON],
+    now: str,
+) -> JSON:
+    """What every kind's status holds: the generation seen, the phase, the conditions
+    (unchanged ones keep their transition time), the version rolled out on every replica
+    (the last one while a rollout goes on) and the issued certificates."""
+    previous: JSON = obj.status or {}
     version = (
-        deployed_version(seen.deployment)
-        if rollout_complete(seen.deployment)
-        else previous.get("version")
+        deployed_version(deployment) if rollout_complete(deployment) else previous.get("version")
     )
     status: JSON = {
-        "observedGeneration": shard.generation,
+        "observedGeneration": obj.generation,
         "phase": phase,
-        "readyReplicas": (seen.deployment or {}).get("status", {}).get("readyReplicas", 0),
-        "conditions": rendered,
+        "conditions": merged_conditions(previous, conditions, obj.generation, now),
     }
     if version:
         status["version"] = version
-    if seen.certificates:
-        status["certificates"] = seen.certificates
-    data_uid = (seen.health and seen.health.data_uid) or previous.get("dataUID")
+    if certificates:
+        status["certificates"] = certificates
+    return status
+
+
+def ready_replicas(deployment: JSON | None) -> int:
+    return int(((deployment or {}).get("status") or {}).get("readyReplicas", 0))
+
+
+def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
+    """The full status to write."""
+    phase, conditions = conditions_for(shard, seen)
+    status = object_status(shard, seen.deployment, phase, conditions, seen.certificates, now)
+    status["readyReplicas"] = ready_replicas(seen.deployment)
+    data_uid = (seen.health and seen.health.data_uid) or (shard.status or {}).get("dataUID")
     if data_uid:
         status["dataUID"] = data_uid
     return status
