@@ -99,7 +99,7 @@ def issue(
         where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
         done.add(issue_requests(ctx, shard.namespace, ca_name, where, requests, logger))
         if trust:
-            names = pki.Names(installation_root.name)
+            names = issuance.Names(installation_root.name)
             done.add(
                 issue_requests(ctx, shard.namespace, names.requestheader_ca, None, trust, logger)
             )

@@ -15,6 +15,7 @@ from kcp_shard_operator.core import cachepki, pki
 from kcp_shard_operator.core.cacheserver import serving_secret
 from kcp_shard_operator.core.cachespec import parse_cache_server
 from kcp_shard_operator.core.frontproxy import mounted, serving
+from kcp_shard_operator.core.issuance import Names
 from kcp_shard_operator.core.model import SpecError
 from kcp_shard_operator.core.spec import parse_shard
 
@@ -60,7 +61,7 @@ def front_proxies_using(ctx: Context, namespace: str, secret: str) -> list[str]:
     names = []
     for proxy in front_proxies(ctx, namespace):
         root = proxy.spec.root_shard_ref.name
-        installation = pki.Names(root)
+        installation = Names(root)
         try:
             mounted_secrets = mounted(proxy).secrets
         except SpecError:

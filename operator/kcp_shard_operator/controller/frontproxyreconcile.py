@@ -37,6 +37,7 @@ from kcp_shard_operator.core.frontproxystatus import (
     Route,
     front_proxy_status,
 )
+from kcp_shard_operator.core.issuance import Names
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import (
@@ -79,7 +80,7 @@ def _issue(ctx: Context, proxy: FrontProxy, root: Shard | None, logger: Logger) 
     done = Issued([(NOT_ISSUED, why) for why in wanted.not_issued])
     if not (wanted.by_installation_ca or wanted.by_requestheader_ca):
         return done
-    names = pki.Names(root.name)
+    names = Names(root.name)
     with ctx.lock(proxy.namespace, f"{root.name}/pki"):
         user_ca = root.spec.pki.ca_secret_ref is not None
         where = f"spec.pki.caSecretRef of Shard {root.name}" if user_ca else None

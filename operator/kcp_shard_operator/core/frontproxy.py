@@ -22,6 +22,7 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.core.flags import refuse_overrides
 from kcp_shard_operator.core.frontproxyspec import CHILD_SUFFIX, FrontProxy
+from kcp_shard_operator.core.issuance import Names
 from kcp_shard_operator.core.meta import (
     INSTANCE_LABEL,
     NAME_LABEL,
@@ -207,7 +208,7 @@ def mounted(proxy: FrontProxy) -> Mounted:
     and the users' client certificates)."""
     spec, tls = proxy.spec, proxy.spec.tls
     issued = spec.pki.issue
-    client_ca = CASecretKeyRef(f"{root_name(proxy)}-kcp-client-ca") if issued else None
+    client_ca = CASecretKeyRef(Names(root_name(proxy)).client_ca) if issued else None
     found = (
         tls.serving_cert_secret_ref or (LocalObjectRef(serving_secret(proxy)) if issued else None),
         tls.client_ca_secret_ref or client_ca,

@@ -33,6 +33,43 @@ CA_LIFETIME_SECONDS = 10 * 365 * 24 * 3600
 TIME_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 
 
+@dataclass(frozen=True)
+class Names:
+    """The Secrets of an installation whose root Shard is ``root``."""
+
+    root: str
+
+    @property
+    def ca(self) -> str:
+        return f"{self.root}-kcp-ca"
+
+    @property
+    def client_ca(self) -> str:
+        return f"{self.root}-kcp-client-ca"
+
+    @property
+    def cache_kubeconfig(self) -> str:
+        return f"{self.root}-kcp-cache-kubeconfig"
+
+    @property
+    def service_account_key(self) -> str:
+        return f"{self.root}-kcp-service-account-key"
+
+    @property
+    def requestheader_ca(self) -> str:
+        """The CA of the front-proxy's forwarding certificates (only those: a shard trusts
+        the user named in the headers of a request signed by it)."""
+        return f"{self.root}-kcp-requestheader-ca"
+
+    @property
+    def requestheader_client_ca(self) -> str:
+        return f"{self.root}-kcp-requestheader-client-ca"
+
+    @property
+    def external_logical_cluster_admin(self) -> str:
+        return f"{self.root}-kcp-external-logical-cluster-admin-kubeconfig"
+
+
 class Purpose(Enum):
     """What an issued Secret holds; its label ``kcpshard.dev/issued`` says which."""
 

@@ -15,13 +15,14 @@ The forms of a request and of the Secrets it gives are in :mod:`issuance`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.frontproxy import external_url, service_url
 from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.issuance import (
     SHARD_BASE_CONTEXT,
+    Names,
     Owner,
     Purpose,
     Request,
@@ -58,43 +59,6 @@ passes this group on to the shards (it drops ``system:masters`` and the internal
 def owner_of(shard: Shard) -> Owner:
     """``shard`` as the owner of the Secrets issued for it."""
     return Owner(SHARD_API_VERSION, SHARD_KIND, shard.name, shard.namespace, shard.uid)
-
-
-@dataclass(frozen=True)
-class Names:
-    """The Secrets of an installation whose root Shard is ``root``."""
-
-    root: str
-
-    @property
-    def ca(self) -> str:
-        return f"{self.root}-kcp-ca"
-
-    @property
-    def client_ca(self) -> str:
-        return f"{self.root}-kcp-client-ca"
-
-    @property
-    def cache_kubeconfig(self) -> str:
-        return f"{self.root}-kcp-cache-kubeconfig"
-
-    @property
-    def service_account_key(self) -> str:
-        return f"{self.root}-kcp-service-account-key"
-
-    @property
-    def requestheader_ca(self) -> str:
-        """The CA of the front-proxy's forwarding certificates (only those: a shard trusts
-        the user named in the headers of a request signed by it)."""
-        return f"{self.root}-kcp-requestheader-ca"
-
-    @property
-    def requestheader_client_ca(self) -> str:
-        return f"{self.root}-kcp-requestheader-client-ca"
-
-    @property
-    def external_logical_cluster_admin(self) -> str:
-        return f"{self.root}-kcp-external-logical-cluster-admin-kubeconfig"
 
 
 def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON | None) -> bool:
