@@ -19,6 +19,7 @@ from kcp_shard_operator.controller.reads import (
     labelled_pods,
     read,
     read_front_proxy,
+    read_secrets,
 )
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core import frontproxypki, pki
@@ -149,14 +150,11 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         names = mounted(proxy).secrets
     except SpecError:
         names = []
-    secrets = {secret: read(ctx, "v1", "Secret", namespace, secret) for secret in names}
-    revisions = {
-        secret: str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
-        for secret, body in secrets.items()
-    }
-    keys = {secret: body["keys"] for secret, body in secrets.items() if body is not None}
+    secrets = read_secrets(ctx, namespace, names)
     release = ctx.settings.deprecating_release
-    decision = plan_front_proxy(proxy, root, shards, observed, release, revisions, keys)
+    decision = plan_front_proxy(
+        proxy, root, shards, observed, release, secrets.revisions, secrets.keys
+    )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
         return None

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
@@ -34,6 +35,27 @@ def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -
         return None
     ctx.store.put(kind, found)
     return trimmed(kind, found)
+
+
+@dataclass(frozen=True)
+class SecretsSeen:
+    """What a pass knows of the Secrets a pod mounts, without their content."""
+
+    revisions: dict[str, str]
+    """Name -> resourceVersion; "" for a Secret that does not exist."""
+    keys: dict[str, list[str]]
+    """Name -> the names of its keys, for the Secrets that exist."""
+
+
+def read_secrets(ctx: Context, namespace: str, names: Iterable[str]) -> SecretsSeen:
+    bodies = {name: read(ctx, "v1", "Secret", namespace, name) for name in names}
+    return SecretsSeen(
+        revisions={
+            name: str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
+            for name, body in bodies.items()
+        },
+        keys={name: body["keys"] for name, body in bodies.items() if body is not None},
+    )
 
 
 def read_shard(ctx: Context, namespace: str, name: str) -> JSON | None:

@@ -22,6 +22,7 @@ from kcp_shard_operator.controller.reads import (
     front_proxy_of,
     pods,
     read,
+    read_secrets,
     read_shard,
     root_of,
 )
@@ -130,14 +131,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
             kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
             for api, kind, _ in CHILD_KINDS
         }
-        secrets = {
-            name: read(ctx, "v1", "Secret", namespace, name) for name in shard.spec.secret_names
-        }
-        revisions = {
-            name: str(((body or {}).get("metadata") or {}).get("resourceVersion", ""))
-            for name, body in secrets.items()
-        }
-        keys = {name: body["keys"] for name, body in secrets.items() if body is not None}
+        secrets = read_secrets(ctx, namespace, shard.spec.secret_names)
     except APIError as err:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
@@ -151,7 +145,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
-    decision = plan(shard, root, observed, release, revisions, classes, keys, cache)
+    decision = plan(shard, root, observed, release, secrets.revisions, classes, secrets.keys, cache)
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
         _leave(ctx, uid, namespace, logger)

@@ -16,6 +16,7 @@ from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.planner import (
     ROOT_SHARD_NOT_FOUND,
+    absent_secrets,
     drifted_from,
     running_image,
 )
@@ -116,11 +117,7 @@ def plan_front_proxy(
     except SpecError as err:
         return ProxyPlan(error=str(err))
     pod_spec = rendered.deployment["spec"]["template"]["spec"]
-    missing = [
-        name
-        for name in secret_names(pod_spec)
-        if secret_revisions is not None and not secret_revisions.get(name)
-    ]
+    missing = absent_secrets(secret_names(pod_spec), secret_revisions)
     objects = rendered.objects
     if deployment is None and (waits is not None or missing):
         # Nothing would start: the root is not serving, or a certificate is not there yet.

@@ -217,7 +217,7 @@ def plan(
     return replace(
         verdict,
         apply=drifted,
-        missing_secrets=_missing(secret_names(pod_spec), secret_revisions),
+        missing_secrets=absent_secrets(secret_names(pod_spec), secret_revisions),
         missing_keys=missing_keys(pod_spec, secret_keys or {}),
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         dropped_args=[] if held_back else rendered.dropped_args,
@@ -237,7 +237,7 @@ def _starts_pods(live: JSON | None, desired: JSON, drifted: list[JSON]) -> bool:
     return not contains((live.get("spec") or {}).get("template"), desired["spec"]["template"])
 
 
-def _missing(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
+def absent_secrets(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
     """The mounted Secrets that do not exist (none known without their revisions)."""
     if secret_revisions is None:
         return []
@@ -263,7 +263,7 @@ def _without_root(
     return Plan(
         error=missing_root,
         error_reason=ROOT_SHARD_NOT_FOUND,
-        missing_secrets=_missing(secret_names({"volumes": pod.volumes}), secret_revisions),
+        missing_secrets=absent_secrets(secret_names({"volumes": pod.volumes}), secret_revisions),
     )
 
 
