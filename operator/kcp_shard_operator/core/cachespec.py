@@ -109,7 +109,7 @@ class CacheServerSpec:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.image.repository}:{self.image.tag or 'v' + self.version}"
+        return self.image.ref(self.version)
 
     @property
     def as_pki(self) -> PKISpec:

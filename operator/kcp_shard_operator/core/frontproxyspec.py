@@ -168,7 +168,7 @@ class FrontProxySpec:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.image.repository}:{self.image.tag or 'v' + self.version}"
+        return self.image.ref(self.version)
 
     @property
     def as_pki(self) -> PKISpec:

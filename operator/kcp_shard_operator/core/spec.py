@@ -70,6 +70,10 @@ class ImageSpec:
         enum=["Always", "IfNotPresent", "Never"],
     )
 
+    def ref(self, version: str) -> str:
+        """The image reference for kcp ``version``: the tag, or ``v<version>`` without one."""
+        return f"{self.repository}:{self.tag or 'v' + version}"
+
 
 @dataclass(frozen=True)
 class EtcdSpec:
@@ -343,7 +347,7 @@ class ShardSpec:
 
     @property
     def image_ref(self) -> str:
-        return f"{self.image.repository}:{self.image.tag or 'v' + self.version}"
+        return self.image.ref(self.version)
 
 
 @dataclass(frozen=True)
