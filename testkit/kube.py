@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 
+from kcp_shard_operator.controller.handlers import FINALIZER
+
 from .tools import helm, log, tools_env
 
 Obj = dict[str, Any]
@@ -88,15 +90,41 @@ def delete_namespace(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
-def delete_shards(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
-    """Delete the FrontProxies, Shards and CacheServers in ``namespace`` while the operator
-    still runs, so it removes their finalizer and the namespace can go; a failure is logged,
-    not raised (this is cleanup)."""
-    try:
+OPERATED_KINDS = "frontproxies,shards,cacheservers"
+"""The kinds the operator puts its finalizer on, for ``kubectl delete``: a namespace holding one
+of them cannot finish deleting once no operator runs."""
+
+
+def delete_operated(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
+    """Delete every FrontProxy, Shard and CacheServer in ``namespace`` and wait until they are
+    gone; an operator must run to remove their finalizer."""
+    cluster.kubectl(
+        "delete", OPERATED_KINDS, "--all", "-n", namespace,
+        "--ignore-not-found", f"--timeout={timeout:g}s", timeout=timeout + 30,
+    )  # fmt: skip
+
+
+def release_finalized(cluster: Cluster, namespace: str) -> list[str]:
+    """Remove the operator's finalizer from what in ``namespace`` still has it, and name those
+    objects: after a test, nothing should (its namespace would stay Terminating and the next
+    tests would wait for it); what does is a bug of that test, not to be left to the next."""
+    items = json.loads(cluster.kubectl("get", OPERATED_KINDS, "-n", namespace, "-o", "json"))
+    left = [
+        f"{item['kind'].lower()}/{item['metadata']['name']}"
+        for item in items["items"]
+        if FINALIZER in (item["metadata"].get("finalizers") or [])
+    ]
+    for ref in left:
         cluster.kubectl(
-            "delete", "frontproxies,shards,cacheservers", "--all", "-n", namespace,
-            "--ignore-not-found", f"--timeout={timeout:g}s", timeout=timeout + 30,
+            "patch", ref, "-n", namespace, "--type=merge", "-p", '{"metadata":{"finalizers":null}}'
         )  # fmt: skip
+    return left
+
+
+def delete_shards(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
+    """:func:`delete_operated` as cleanup: a failure is logged, not raised."""
+    try:
+        delete_operated(cluster, namespace, timeout)
     except KubectlError as err:
         log(f"could not delete the Shards in {namespace}: {err}")
 

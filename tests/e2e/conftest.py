@@ -33,6 +33,7 @@ from testkit.kube import (
     create_namespace,
     delete_namespace,
     delete_shards,
+    release_finalized,
 )
 from testkit.kwok import KwokControlPlane
 from testkit.operator_process import OperatorProcess
@@ -148,7 +149,9 @@ def namespace(cluster: Cluster, request: pytest.FixtureRequest) -> Iterator[str]
     """A fresh namespace named after the test, deleted afterwards."""
     name = create_namespace(cluster, f"e2e-{request.node.name}")
     yield name
+    left = release_finalized(cluster, name)
     delete_namespace(cluster, name)
+    assert not left, f"left with the operator's finalizer after the test: {left}"
 
 
 @pytest.fixture

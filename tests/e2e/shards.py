@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from testkit.kube import Cluster, shard_ready
-from testkit.wait import wait_for
+from testkit.wait import WaitTimeoutError, wait_for
 
 from .pki import secret
 
@@ -60,31 +60,40 @@ def wait_ready(kubectl: Kubectl, ns: str, name: str, version: str, timeout: floa
     )
 
 
-def claims_settled(kubectl: Kubectl) -> bool:
-    """Whether every PersistentVolumeClaim of the cluster is Bound and no namespace is being
-    deleted (an earlier test's): the PersistentVolume controllers then write no claim (they
-    bind claims and release the finalizers of deleted ones, and the API server's counters
-    cannot tell their writes from the operator's)."""
-    namespaces = json.loads(kubectl("get", "namespaces", "-o", "json"))["items"]
-    if any((n.get("status") or {}).get("phase") == "Terminating" for n in namespaces):
-        return False
-    claims = json.loads(kubectl("get", "pvc", "--all-namespaces", "-o", "json"))["items"]
-    return all(
-        (c.get("status") or {}).get("phase") == "Bound"
-        and not c["metadata"].get("deletionTimestamp")
-        for c in claims
-    )
+def unsettled(kubectl: Kubectl) -> list[str]:
+    """What keeps the cluster's PersistentVolume controllers writing claims: namespaces being
+    deleted (an earlier test's; with why, as their conditions say) and claims not Bound or being
+    deleted. Once empty, the API server's counters cannot mix those writes with the operator's."""
+    found = []
+    for ns in json.loads(kubectl("get", "namespaces", "-o", "json"))["items"]:
+        status = ns.get("status") or {}
+        if status.get("phase") == "Terminating":
+            true = [c for c in status.get("conditions") or [] if c["status"] == "True"]
+            why = "; ".join(c.get("message", "") for c in true)
+            found.append(f"namespace {ns['metadata']['name']} terminating: {why}")
+    for claim in json.loads(kubectl("get", "pvc", "--all-namespaces", "-o", "json"))["items"]:
+        meta = claim["metadata"]
+        phase = (claim.get("status") or {}).get("phase")
+        if phase != "Bound" or meta.get("deletionTimestamp"):
+            deleting = " (being deleted)" if meta.get("deletionTimestamp") else ""
+            found.append(f"claim {meta['namespace']}/{meta['name']} {phase}{deleting}")
+    return found
 
 
 def wait_settled(kubectl: Kubectl, ns: str, name: str, version: str) -> None:
-    """Ready, and every claim of the cluster bound (:func:`claims_settled`): from then on the
-    API server's write counters show only what the operator does to the Shard's children."""
+    """Ready, and nothing :func:`unsettled`: from then on the API server's write counters show
+    only what the operator does to the Shard's children."""
     wait_ready(kubectl, ns, name, version)
-    wait_for(
-        lambda: claims_settled(kubectl),
-        90,
-        "every claim of the cluster bound, no namespace terminating",
-    )
+    left: list[str] = []
+
+    def settled() -> bool:
+        left[:] = unsettled(kubectl)
+        return not left
+
+    try:
+        wait_for(settled, 90, "every claim of the cluster bound, no namespace terminating")
+    except WaitTimeoutError as err:
+        raise WaitTimeoutError(f"{err}; still: {left}") from None
 
 
 def patch_spec(kubectl: Kubectl, ns: str, name: str, spec: dict[str, Any]) -> None:

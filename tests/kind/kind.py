@@ -17,7 +17,14 @@ from typing import Any
 
 import yaml
 
-from testkit.kube import Cluster, condition, create_namespace, delete_namespace, shard_ready
+from testkit.kube import (
+    Cluster,
+    condition,
+    create_namespace,
+    delete_namespace,
+    delete_operated,
+    shard_ready,
+)
 from testkit.operator_metrics import Scrape, parse
 from testkit.process import free_port
 from testkit.tools import HACK, log, pinned_version, run_visible
@@ -231,10 +238,7 @@ def kcp_namespace(cluster: Cluster, prefix: str) -> Iterator[str]:
     namespace."""
     name = create_namespace(cluster, prefix)
     yield name
-    cluster.kubectl(
-        "delete", "frontproxies,shards,cacheservers", "--all", "-n", name, "--timeout=120s",
-        timeout=150,
-    )  # fmt: skip
+    delete_operated(cluster, name, timeout=120)
     delete_namespace(cluster, name)
 
 
