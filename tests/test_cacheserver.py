@@ -266,6 +266,58 @@ def test_the_cache_server_rolls_first_and_the_shards_after_it() -> None:
     assert template["metadata"]["annotations"]["kcpshard.dev/kcp-version"] == "0.34.0"
 
 
+def cache_template(kube: FakeKube) -> JSON:
+    template: JSON = kube.objects[("Deployment", "ns", "cache-cache")]["spec"]["template"]
+    return template
+
+
+def test_an_older_minor_is_refused_and_the_cache_server_keeps_serving_its_version() -> None:
+    kube = FakeKube(cache_object(version="0.28.0"))
+    effects = Effects()
+    ctx = context(kube, effects)
+    pass_over(ctx)
+    watched(ctx, kube.roll_out("ns", "cache-cache"))
+    pass_over(ctx)
+    obj = copy.deepcopy(kube.objects[("CacheServer", "ns", "cache")])
+    obj["spec"].update(version="0.27.1", resources={"requests": {"cpu": "300m"}})
+    obj["metadata"]["generation"] = 2
+    watched(ctx, kube.put(obj))
+    kube.calls.clear()
+    pass_over(ctx)
+
+    template = cache_template(kube)
+    container = template["spec"]["containers"][0]
+    assert template["metadata"]["annotations"]["kcpshard.dev/kcp-version"] == "0.28.0"
+    assert container["image"] == "ghcr.io/kcp-dev/kcp:v0.28.0"
+    assert container["resources"] == {"requests": {"cpu": "300m"}}, "the rest still applies"
+    watched(ctx, kube.roll_out("ns", "cache-cache"))
+    pass_over(ctx)
+    status = cache_status(kube)
+    assert (status["phase"], status["version"]) == ("Degraded", "0.28.0")
+    assert reason(status, "Ready") == ("True", "RolledOut")
+    assert reason(status, "Progressing") == ("False", "DowngradeRefused")
+    degraded = next(c for c in status["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "DowngradeRefused"
+    assert "the cache server stays at kcp 0.28.0" in degraded["message"]
+    assert "delete Deployment cache-cache" in degraded["message"]
+    assert all(c["observedGeneration"] == 2 for c in status["conditions"])
+    assert ("DowngradeRefused", "Warning") in [(e.reason, e.type) for _, e in effects.events]
+
+    obj = copy.deepcopy(kube.objects[("CacheServer", "ns", "cache")])
+    obj["spec"]["version"] = "0.28.1"
+    watched(ctx, kube.put(obj))
+    pass_over(ctx)
+    watched(ctx, kube.roll_out("ns", "cache-cache"))
+    obj = copy.deepcopy(kube.objects[("CacheServer", "ns", "cache")])
+    obj["spec"]["version"] = "0.28.0"
+    watched(ctx, kube.put(obj))
+    pass_over(ctx)
+    assert cache_template(kube)["metadata"]["annotations"]["kcpshard.dev/kcp-version"] == (
+        "0.28.0"
+    ), "a patch downgrade rolls like an upgrade"
+    assert reason(cache_status(kube), "Degraded") == ("False", "AsExpected")
+
+
 def test_render_prints_the_cache_server_first_and_reports_a_bad_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -43,6 +43,15 @@ def cache_ready(kubectl: Kubectl, namespace: str, version: str) -> bool:
     return status.get("version") == version and bool(ready) and ready[0]["status"] == "True"
 
 
+def cache_condition(kubectl: Kubectl, namespace: str, type_: str) -> tuple[str, str, str]:
+    """(status, reason, message) of the CacheServer's condition ``type_``."""
+    status = get(kubectl, namespace, "cacheserver", "cache").get("status") or {}
+    for found in status.get("conditions") or []:
+        if found["type"] == type_:
+            return str(found["status"]), str(found["reason"]), str(found.get("message", ""))
+    return "", "", ""
+
+
 def patch_cache(kubectl: Kubectl, namespace: str, spec: dict[str, Any]) -> None:
     body = json.dumps({"spec": spec})
     kubectl("patch", "-n", namespace, "cacheserver", "cache", "--type=merge", "-p", body)
@@ -146,6 +155,24 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
     wait_for(rolled, 180, "root, then shard-1 rolled to the new version")
     for name in ("root", "shard-1"):
         wait_ready(kubectl, namespace, name, NEW)
+
+    # Back to the older minor: refused, the cache server keeps running and serving NEW.
+    patch_cache(kubectl, namespace, {"version": OLD})
+    wait_for(
+        lambda: cache_condition(kubectl, namespace, "Degraded")[:2] == ("True", "DowngradeRefused"),
+        60,
+        "the CacheServer refuses the downgrade",
+    )
+    assert template_version(kubectl, namespace, "cache-cache") == NEW
+    assert cache_condition(kubectl, namespace, "Ready")[0] == "True"
+    message = cache_condition(kubectl, namespace, "Degraded")[2]
+    assert f"the cache server stays at kcp {NEW}" in message, message
+    patch_cache(kubectl, namespace, {"version": NEW})
+    wait_for(
+        lambda: cache_condition(kubectl, namespace, "Degraded")[0] == "False",
+        60,
+        "the CacheServer back at its version, not degraded",
+    )
 
     kubectl("delete", "-n", namespace, "cacheserver", "cache", "--wait=true")
     wait_for(

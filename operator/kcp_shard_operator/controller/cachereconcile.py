@@ -13,7 +13,6 @@ from kcp_shard_operator.core.cacheserver import (
     child_name,
     children_to_write,
     claim_name,
-    render_cache_server,
     selector_labels,
     serving_secret,
 )
@@ -68,13 +67,11 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     secret = serving_secret(cache)
     serving = read(ctx, "v1", "Secret", namespace, secret)
     revisions = {secret: str(((serving or {}).get("metadata") or {}).get("resourceVersion", ""))}
-    writes, refused = children_to_write(
-        render_cache_server(cache, revisions), observed, serving is not None
-    )
-    written = write_children(ctx, obj, writes, observed, logger)
+    planned = children_to_write(cache, observed, revisions, serving is not None)
+    written = write_children(ctx, obj, planned.writes, observed, logger)
     if written is None:
         return None
-    failures = refused + written
+    failures = planned.refused + written
     deployment = observed.get("Deployment")
     pods = (
         []
@@ -85,6 +82,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         deployment=deployment,
         pods=pods,
         apply_errors=failures,
+        downgrade=planned.downgrade,
         missing_secrets=[] if serving is not None else [secret],
         pki_problems=issued.problems,
         certificates=issued.certificates,

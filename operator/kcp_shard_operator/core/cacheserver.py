@@ -8,7 +8,7 @@ same etcd. The operator and ``render`` both call :func:`render_cache_server`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
@@ -26,7 +26,7 @@ from kcp_shard_operator.core.meta import (
     version_label,
 )
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.planner import drifted_from
+from kcp_shard_operator.core.planner import downgrade_refusal, drifted_from, running_image
 from kcp_shard_operator.core.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.spec import STORAGE_DELETE
 
@@ -192,12 +192,43 @@ def render_cache_server(
     )
 
 
+@dataclass(frozen=True)
+class CacheWrites:
+    """What one pass writes of a CacheServer's children, and what it holds back."""
+
+    writes: list[JSON]
+    refused: list[str] = field(default_factory=list)
+    """Children not written, with why: a claim change the volume cannot take."""
+    downgrade: str | None = None
+    """Why the Deployment stays at the kcp version it runs (an older minor was asked for)."""
+
+
+def held_at_running_version(cache: CacheServer, deployment: JSON | None) -> CacheServer | None:
+    """``cache`` pinned to the kcp version and image its Deployment runs now (None: the
+    Deployment does not tell them); the rest of its spec still applies."""
+    found = running_image(deployment, cache.spec.image)
+    if found is None:
+        return None
+    version, image = found
+    return replace(cache, spec=replace(cache.spec, version=version, image=image))
+
+
 def children_to_write(
-    rendered: RenderedCache, observed: Mapping[str, JSON | None], serving_found: bool
-) -> tuple[list[JSON], list[str]]:
+    cache: CacheServer,
+    observed: Mapping[str, JSON | None],
+    secret_revisions: Mapping[str, str] | None,
+    serving_found: bool,
+) -> CacheWrites:
     """The children a pass writes (those that drifted), and why others are not written: a
     claim change the volume cannot take; no Deployment while its serving certificate is
-    missing (the pod could not start: nothing is rolled)."""
+    missing (the pod could not start: nothing is rolled); no older minor release on the etcd
+    a newer one has written (the Deployment stays at its version)."""
+    live_deployment = observed.get("Deployment")
+    downgrade = downgrade_refusal(
+        "cache server", cache.spec.kcp_version, live_deployment, child_name(cache)
+    )
+    target = held_at_running_version(cache, live_deployment) if downgrade else cache
+    rendered = render_cache_server(target or cache, secret_revisions)
     writes: list[JSON] = []
     refused: list[str] = []
     for child in rendered.objects:
@@ -207,8 +238,8 @@ def children_to_write(
             if refusal:
                 refused.append(f"{kind} {child['metadata']['name']}: {refusal}")
                 continue
-        if kind == "Deployment" and not serving_found:
+        if kind == "Deployment" and (not serving_found or target is None):
             continue
         if drifted_from(live, child):
             writes.append(child)
-    return writes, refused
+    return CacheWrites(writes, refused, downgrade)

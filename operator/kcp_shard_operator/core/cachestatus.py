@@ -13,6 +13,7 @@ from kcp_shard_operator.core.cachepki import issues_kubeconfig
 from kcp_shard_operator.core.cacheserver import service_url
 from kcp_shard_operator.core.cachespec import CacheServer
 from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.planner import DOWNGRADE_REFUSED
 from kcp_shard_operator.core.spec import cache_kubeconfig_secret
 from kcp_shard_operator.core.status import (
     READY,
@@ -35,13 +36,16 @@ class CacheObservation:
     deployment: JSON | None
     pods: list[JSON] = field(default_factory=list)
     apply_errors: list[str] = field(default_factory=list)
+    downgrade: str | None = None
+    """Why the cache server stays at the version it runs (an older minor was asked for)."""
     missing_secrets: list[str] = field(default_factory=list)
     pki_problems: list[tuple[str, str]] = field(default_factory=list)
     certificates: list[JSON] = field(default_factory=list)
 
 
 def _problems(seen: CacheObservation) -> list[tuple[str, str]]:
-    found = [("ApplyFailed", error) for error in seen.apply_errors]
+    found = [(DOWNGRADE_REFUSED, seen.downgrade)] if seen.downgrade else []
+    found += [("ApplyFailed", error) for error in seen.apply_errors]
     found += seen.pki_problems
     if seen.missing_secrets:
         found.append(
@@ -62,8 +66,10 @@ def conditions_for(cache: CacheServer, seen: CacheObservation) -> tuple[str, lis
         running=running,
         complete=rollout_complete(deployment),
         deployed=deployment is not None,
+        error=(DOWNGRADE_REFUSED, seen.downgrade) if seen.downgrade else None,
     )
-    if progress.done:
+    if progress.done or (progress.complete and seen.downgrade):
+        # A refused downgrade leaves the cache server serving at the version it runs.
         ready = Condition(READY, True, "RolledOut", f"kcp {running} cache server ready")
     elif deployment is None:
         ready = Condition(READY, False, "NoDeployment", "the Deployment does not exist yet")

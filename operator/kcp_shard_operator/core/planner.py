@@ -122,8 +122,11 @@ def identity_source_down(
     )
 
 
-def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
-    """Why ``shard`` must stay at the kcp version its Deployment runs, or None.
+def downgrade_refusal(
+    what: str, wanted: Version, deployment: JSON | None, deployment_name: str
+) -> str | None:
+    """Why ``what`` (a shard, a cache server) must stay at the kcp version its Deployment runs
+    rather than go to ``wanted``, or None.
 
     kcp supports no downgrade to an older minor release: a newer minor may store objects in
     an API version the older one does not know. kcp 0.28 stores APIExports and APIBindings
@@ -131,16 +134,20 @@ def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
     is refused: status.storedVersions lists v1alpha2). A patch downgrade goes ahead.
     """
     running = parse_or_none(deployed_version(deployment))
-    wanted = shard.spec.kcp_version
     if running is None or wanted.minor_release >= running.minor_release:
         return None
     return (
         f"kcp {wanted} would downgrade the running kcp {running} to an older minor release, "
         "which kcp does not support (a newer minor may store objects in API versions the "
-        f"older one cannot read); the shard stays at kcp {running}. Set spec.version back to "
+        f"older one cannot read); the {what} stays at kcp {running}. Set spec.version back to "
         f"{running}, or restore etcd from a backup taken before the upgrade and delete "
-        f"Deployment {child_name(shard)} to start over at kcp {wanted}"
+        f"Deployment {deployment_name} to start over at kcp {wanted}"
     )
+
+
+def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
+    """:func:`downgrade_refusal` of ``shard``."""
+    return downgrade_refusal("shard", shard.spec.kcp_version, deployment, child_name(shard))
 
 
 def plan(
