@@ -357,6 +357,7 @@ def test_plan_rolls_shards_on_a_cache_server_and_refuses_one_naming_a_missing_on
     path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
     assert main(["plan", "-f", str(path), "--to", "0.34.0", "-o", "json"]) == 0
     steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
-    assert (steps["root"]["outcome"], steps["root"]["order"]) == ("Rolls", 1)
+    assert (steps["cache"]["outcome"], steps["cache"]["order"]) == ("Rolls", 1)
+    assert (steps["root"]["outcome"], steps["root"]["order"]) == ("Rolls", 2)
     assert steps["other"]["outcome"] == "Refused"
     assert steps["other"]["reason"] == "CacheServerNotFound"

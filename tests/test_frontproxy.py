@@ -605,7 +605,12 @@ def test_plan_renders_the_shards_behind_their_front_proxy(
     path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
     assert main(["plan", "-f", str(path), "--to", "0.35.0", "-o", "json"]) == 0
     steps = {s["name"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
-    assert {name: s["flagsDropped"] for name, s in steps.items()} == {"root": [], "shard-1": []}
+    assert {name: s["flagsDropped"] for name, s in steps.items()} == {
+        "root": [],
+        "shard-1": [],
+        "kcp": [],
+    }
+    assert (steps["kcp"]["kind"], steps["kcp"]["order"]) == ("FrontProxy", 3)
     objects, deployments = as_rolled_out(docs[:2], RELEASE)
     live = {key: d for key, d in deployments.items() if d is not None}
     without = plan_upgrade(objects, live, "0.35.0", RELEASE, lambda _: "-")

@@ -166,16 +166,18 @@ def test_the_plan_is_what_the_operator_then_does() -> None:
 def test_plan_on_the_samples_directory_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "-f", str(SAMPLES), "--to", "0.34.0"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Plan: every Shard set to kcp 0.34.0"
+    assert lines[0] == "Plan: every Shard, CacheServer and FrontProxy set to kcp 0.34.0"
     assert lines[1].split() == [
-        "ORDER", "SHARD", "NOW", "AFTER", "FLAGS-ADDED", "FLAGS-DROPPED", "IDENTITY-CACHE",
+        "ORDER", "KIND", "NAME", "NOW", "AFTER", "FLAGS-ADDED", "FLAGS-DROPPED", "IDENTITY-CACHE",
         "OUTCOME",
     ]  # fmt: skip
-    assert lines[2].split()[:7] == ["1", "kcp-samples/root", "0.27.1", "0.34.0", "-", "-", "-"]
-    assert lines[3].split()[:6] == [
-        "2", "kcp-samples/shard-1", "0.27.1", "0.34.0", "-", ROOT_FLAG,
+    assert lines[3].split()[:8] == [
+        "2", "Shard", "kcp-samples/root", "0.27.1", "0.34.0", "-", "-", "-",
     ]  # fmt: skip
-    assert "deleted after rollout" in lines[3]
+    assert lines[4].split()[:7] == [
+        "3", "Shard", "kcp-samples/shard-1", "0.27.1", "0.34.0", "-", ROOT_FLAG,
+    ]  # fmt: skip
+    assert "deleted after rollout" in lines[4]
 
 
 @pytest.mark.parametrize("output", ["json", "yaml"])
@@ -187,8 +189,10 @@ def test_plan_prints_json_and_yaml_for_scripts(
     found = json.loads(text) if output == "json" else yaml.safe_load(text)
     assert found["target"] == "0.34.0"
     assert [(s["name"], s["order"], s["flagsDropped"]) for s in found["steps"]] == [
-        ("root", 1, []),
-        ("shard-1", 2, [ROOT_FLAG]),
+        ("cache", 1, []),
+        ("root", 2, []),
+        ("shard-1", 3, [ROOT_FLAG]),
+        ("kcp", 4, []),
     ]
 
 

@@ -30,6 +30,24 @@ def shard(name: str, version: str, **spec: Any) -> dict[str, Any]:
     }
 
 
+def cache_server(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "CacheServer",
+        "metadata": {"name": name},
+        "spec": {"version": version, **spec},
+    }
+
+
+def front_proxy(name: str, version: str, **spec: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": "kcpshard.dev/v1alpha1",
+        "kind": "FrontProxy",
+        "metadata": {"name": name},
+        "spec": {"version": version, "rootShardRef": {"name": "root"}, **spec},
+    }
+
+
 def apply(kubectl: Kubectl, ns: str, *objs: dict[str, Any]) -> None:
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objs))
 

@@ -18,19 +18,19 @@ from testkit.kube import Cluster, KubectlError, delete_shards
 from testkit.operator_process import OperatorProcess
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, kcp_container, patch_spec, shard, wait_ready
+from .shards import (
+    Kubectl,
+    apply,
+    cache_server,
+    get,
+    kcp_container,
+    patch_spec,
+    shard,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "0.27.1", "0.28.0"
-
-
-def cache_server(name: str, version: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kcpshard.dev/v1alpha1",
-        "kind": "CacheServer",
-        "metadata": {"name": name},
-        "spec": {"version": version, **spec},
-    }
 
 
 def on_cache(name: str, version: str, **spec: Any) -> dict[str, Any]:

@@ -15,20 +15,20 @@ import yaml
 from testkit.kube import KubectlError
 from testkit.wait import wait_for
 
-from .shards import Kubectl, apply, get, kcp_container, patch_spec, shard, wait_ready
+from .shards import (
+    Kubectl,
+    apply,
+    front_proxy,
+    get,
+    kcp_container,
+    patch_spec,
+    shard,
+    wait_ready,
+)
 
 pytestmark = pytest.mark.e2e
 OLD, NEW = "0.27.1", "0.28.0"
 PROXY_LABEL = "app.kubernetes.io/name=kcp-front-proxy"
-
-
-def front_proxy(name: str, version: str, **spec: Any) -> dict[str, Any]:
-    return {
-        "apiVersion": "kcpshard.dev/v1alpha1",
-        "kind": "FrontProxy",
-        "metadata": {"name": name},
-        "spec": {"version": version, "rootShardRef": {"name": "root"}, **spec},
-    }
 
 
 def proxy_status(kubectl: Kubectl, namespace: str) -> dict[str, Any]:

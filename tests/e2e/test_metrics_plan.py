@@ -3,6 +3,7 @@ API server holds, ``plan`` writes nothing and its order is the order the upgrade
 
 from __future__ import annotations
 
+import json
 import time
 from functools import partial
 from pathlib import Path
@@ -19,6 +20,8 @@ from testkit.wait import wait_for
 from .shards import (
     Kubectl,
     apply,
+    cache_server,
+    front_proxy,
     get,
     patch_spec,
     plan_json,
@@ -82,11 +85,12 @@ def test_metrics_count_what_the_api_server_holds(
 
 
 def planner(cluster: Cluster, namespace: str, directory: Path) -> Cluster:
-    """A ServiceAccount with what the README says ``plan`` needs: list Shards and
-    FrontProxies, get Deployments."""
+    """A ServiceAccount with what the README says ``plan`` needs: list Shards, CacheServers
+    and FrontProxies, get Deployments."""
     kubectl = cluster.kubectl
     for verb, resource in (
         ("list", "shards.kcpshard.dev"),
+        ("list", "cacheservers.kcpshard.dev"),
         ("list", "frontproxies.kcpshard.dev"),
         ("get", "deployments.apps"),
     ):
@@ -170,3 +174,73 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
         wait_for(partial(refused_now, name), 60, f"{name} DowngradeRefused")
         message = condition(get(kubectl, namespace, "shard", name), "Degraded")["message"]
         assert message == next(s["message"] for s in refused if s["name"] == name)
+
+
+WHOLE = {
+    ("cacheserver", "cache"): "cache-cache",
+    ("shard", "root"): "root-kcp",
+    ("shard", "shard-1"): "shard-1-kcp",
+    ("frontproxy", "kcp"): "kcp-front-proxy",
+}
+"""The objects of a whole installation and their Deployments."""
+
+
+def test_the_plan_of_a_whole_installation_is_the_order_it_rolls(
+    operator_process: OperatorProcess,
+    cluster: Cluster,
+    kubectl: Kubectl,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    """CacheServer, root, shard-1 and FrontProxy planned from the live objects (read only),
+    then all bumped at once: their Deployments change in the planned order."""
+    on_cache = {"serverRef": {"name": "cache"}}
+    apply(kubectl, namespace, cache_server("cache", OLD))
+    apply(
+        kubectl,
+        namespace,
+        shard("root", OLD, cache=on_cache),
+        shard("shard-1", OLD, cache=on_cache, rootShardRef={"name": "root"}),
+        front_proxy("kcp", OLD),
+    )
+    for name in SHARDS:
+        wait_ready(kubectl, namespace, name, OLD)
+    wait_for(
+        lambda: (
+            (get(kubectl, namespace, "frontproxy", "kcp").get("status") or {}).get("phase")
+            == "Ready"
+        ),
+        90,
+        "the FrontProxy Ready",
+    )
+    restricted = planner(cluster, namespace, tmp_path)
+    before = api_request_totals(cluster)
+    planned = plan_json(restricted, "-n", namespace, "--to", NEW)
+    after = api_request_totals(cluster)
+    assert writes_between(before, after, (*CHILD_RESOURCES, "shards", "secrets")) == {}
+    assert [(s["kind"], s["name"], s["order"]) for s in planned["steps"]] == [
+        ("CacheServer", "cache", 1),
+        ("Shard", "root", 2),
+        ("Shard", "shard-1", 3),
+        ("FrontProxy", "kcp", 4),
+    ], planned
+    assert all(s["now"] == OLD and s["after"] == NEW for s in planned["steps"]), planned
+
+    bumped = json.dumps({"spec": {"version": NEW}})
+    for kind, name in WHOLE:
+        kubectl("patch", "-n", namespace, kind, name, "--type=merge", "-p", bumped)
+    start = time.monotonic()
+    changed_at: dict[str, float] = {}
+
+    def all_changed() -> bool:
+        for (_, name), deployment in WHOLE.items():
+            found = get(kubectl, namespace, "deployment", deployment)
+            annotations = found["spec"]["template"]["metadata"]["annotations"]
+            if name not in changed_at and annotations["kcpshard.dev/kcp-version"] == NEW:
+                changed_at[name] = time.monotonic() - start
+        return len(changed_at) == len(WHOLE)
+
+    wait_for(all_changed, 240, "every Deployment of the installation on the new version")
+    order = sorted(changed_at, key=changed_at.__getitem__)
+    print(f"installation plan order {order}, Deployments changed at {changed_at}")
+    assert order == [s["name"] for s in planned["steps"]], changed_at

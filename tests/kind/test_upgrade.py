@@ -57,6 +57,7 @@ from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 from tests.e2e.shards import plan_json
 
+from . import kind
 from .durability import (
     OPERATOR_SELECTOR,
     RESULTS,
@@ -167,7 +168,7 @@ ROLES = ("cache-server", "root", "non-root", "front-proxy")
 
 def plan_summary(planned: dict[str, Any]) -> str:
     return ", ".join(
-        f"{s['order']}. {s['name']} {s['now']} -> {s['after']} "
+        f"{s['order']}. {s['kind']} {s['name']} {s['now']} -> {s['after']} "
         f"(drops {s['flagsDropped'] or 'nothing'})"
         for s in planned["steps"]
     )
@@ -184,17 +185,18 @@ def _scrape_at(cluster: Cluster, version: str) -> Scrape | None:
 
 
 def assert_plan_was_the_upgrade(planned: dict[str, Any], upgrade: list[Sample]) -> None:
-    """The plan taken before the bump: the order the timeline shows (the root's pods all at
-    NEW before any shard-1 pod), and the flags the pods then ran with (nothing dropped: the
-    flag stays on every shard-1 pod, as asserted on the timeline)."""
-    assert [(s["name"], s["order"]) for s in planned["steps"]] == [("root", 1), ("shard-1", 2)]
+    """The plan taken before the bump: the order the timeline shows (:func:`assert_order`),
+    and the flags the pods then ran with (nothing dropped: the flag stays on every shard-1
+    pod, as asserted on the timeline)."""
+    assert [(s["kind"], s["name"], s["order"]) for s in planned["steps"]] == [
+        ("CacheServer", kind.CACHE, 1),
+        ("Shard", "root", 2),
+        ("Shard", "shard-1", 3),
+        ("FrontProxy", kind.FRONT_PROXY, 4),
+    ], planned
     assert all(s["now"] == OLD and s["after"] == NEW for s in planned["steps"]), planned
     assert all(s["flagsDropped"] == [] for s in planned["steps"]), planned
-    root_done = first(upgrade, lambda s: rolled(s, "root", NEW))
-    shard_started = started_at(upgrade, "shard-1", NEW)
-    assert root_done is not None
-    assert shard_started is not None
-    assert root_done <= shard_started
+    assert_order(upgrade, NEW)
 
 
 def assert_metrics_moved(
@@ -383,7 +385,10 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         timeline.mark(
             f"plan --to {OLD}: {[(s['name'], s['outcome'], s['reason']) for s in refused]}"
         )
-        assert {(s["outcome"], s["reason"]) for s in refused} == {("Refused", "DowngradeRefused")}
+        # The CacheServer and the Shards keep data: refused. The front-proxy keeps none.
+        assert {(s["outcome"], s["reason"]) for s in refused if s["kind"] != "FrontProxy"} == {
+            ("Refused", "DowngradeRefused")
+        }, refused
         bump(kind_cluster, ns, SHARDS, OLD)
         timeline.mark(f"bump down: both Shards set to {OLD} (an older minor)")
         wait_refused(kind_cluster, ns, SHARDS, 120)

@@ -1,8 +1,9 @@
 """``kcp-shard-operator plan``: what an upgrade will do, before it is done.
 
-Against the live cluster it only reads (Shards and their Deployments); on files (``-f``) it
-takes each Shard as running its spec. The steps come from the operator's own planner
-(:mod:`kcp_shard_operator.core.upgradeplan`), so the plan is what the operator does.
+Against the live cluster it only reads (Shards, CacheServers, FrontProxies and their
+Deployments); on files (``-f``) it takes each as running its spec. The steps come from the
+operator's own planner (:mod:`kcp_shard_operator.core.upgradeplan`,
+:mod:`kcp_shard_operator.core.installationplan`), so the plan is what the operator does.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
@@ -24,10 +26,13 @@ from kcp_shard_operator.constants import (
     SHARD_API_VERSION,
     SHARD_KIND,
 )
+from kcp_shard_operator.core import cacheserver, frontproxy
+from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
 from kcp_shard_operator.core.documents import is_shard, load_cache_servers, load_front_proxies
 from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
+from kcp_shard_operator.core.installationplan import Deployments, plan_installation
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.spec import Shard, parse_shard
 from kcp_shard_operator.core.upgradeplan import (
     Cleanup,
     Step,
@@ -42,10 +47,12 @@ from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
 from kcp_shard_operator.kube.credentials import CredentialsError
 
+T = TypeVar("T")
 FORMATS = ("table", "json", "yaml")
 COLUMNS = (
     "ORDER",
-    "SHARD",
+    "KIND",
+    "NAME",
     "NOW",
     "AFTER",
     "FLAGS-ADDED",
@@ -60,16 +67,18 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "plan",
         help="show what an upgrade will do: order, flags, identity-cache cleanup, refusals",
-        description="Show, per Shard and in the order the operator rolls them, the kcp "
-        "version now and after, the kcp flags added and dropped, whether the stale "
-        "identity-cache ConfigMap will be deleted, what each waits for and what is refused. "
-        "Reads the live cluster (Shards and Deployments only), or files with -f.",
+        description="Show, per CacheServer, Shard and FrontProxy and in the order the "
+        "operator rolls them, the kcp version now and after, the flags added and dropped, "
+        "whether the stale identity-cache ConfigMap will be deleted, what each waits for and "
+        "what is refused. Reads the live cluster (those objects and their Deployments only), "
+        "or files with -f.",
     )
     parser.add_argument(
         "--to",
         metavar="VERSION",
         default=None,
-        help="set every Shard to this kcp version (default: the specs as they are)",
+        help="set every Shard, CacheServer and FrontProxy to this kcp version (default: the "
+        "specs as they are)",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -77,7 +86,8 @@ def register(commands: Any) -> None:
         "--filename",
         action="append",
         type=Path,
-        help="YAML file or directory with Shard objects, taken as running their spec "
+        help="YAML file or directory with Shards (and CacheServers, FrontProxies), taken as "
+        "running their spec "
         "(repeatable; '-' for standard input)",
     )
     source.add_argument(
@@ -85,7 +95,7 @@ def register(commands: Any) -> None:
         "--namespace",
         action="append",
         default=[],
-        help="plan the Shards of this namespace (repeatable; default: all namespaces)",
+        help="plan the objects of this namespace (repeatable; default: all namespaces)",
     )
     parser.add_argument("-o", "--output", choices=FORMATS, default="table")
     parser.add_argument(
@@ -113,9 +123,13 @@ def _texts(paths: list[Path]) -> list[str]:
     return texts
 
 
-Found = tuple[list[JSON], dict[str, JSON | None], set[str], list[FrontProxy]]
-"""Shards, their Deployments by ``namespace/name``, the CacheServers that exist and the
-FrontProxies."""
+Found = tuple[list[JSON], dict[str, JSON | None], list[CacheServer], list[FrontProxy], Deployments]
+"""Shards, their Deployments by ``namespace/name``, the CacheServers, the FrontProxies and the
+Deployments of those two by (kind, ``namespace/name``)."""
+
+
+def _key(obj: CacheServer | FrontProxy) -> str:
+    return f"{obj.namespace}/{obj.name}"
 
 
 def _from_files(paths: list[Path], release: Version) -> Found:
@@ -125,37 +139,68 @@ def _from_files(paths: list[Path], release: Version) -> Found:
     caches, _ = load_cache_servers(texts)
     proxies, _ = load_front_proxies(texts)
     rolled, deployments = as_rolled_out(objects, release, proxies)
-    return rolled, deployments, {f"{c.namespace}/{c.name}" for c in caches}, proxies
+    others: dict[tuple[str, str], JSON | None] = {
+        (CACHE_SERVER_KIND, _key(cache)): cacheserver.render_cache_server(cache).deployment
+        for cache in caches
+    }
+    roots = {}
+    for obj in objects:
+        try:
+            shard = parse_shard(obj, release)
+        except SpecError:
+            continue
+        roots[f"{shard.namespace}/{shard.name}"] = shard
+    for proxy in proxies:
+        root = roots.get(f"{proxy.namespace}/{frontproxy.root_name(proxy)}")
+        try:
+            rendered = None if root is None else frontproxy.render_front_proxy(proxy, root, release)
+        except SpecError:
+            rendered = None
+        others[(FRONT_PROXY_KIND, _key(proxy))] = rendered.deployment if rendered else None
+    return rolled, deployments, caches, proxies, others
+
+
+def _parsed(items: list[JSON], parse: Callable[[JSON], T]) -> list[T]:
+    """The objects of ``items`` that parse (the operator reports the others itself)."""
+    found = []
+    for item in items:
+        try:
+            found.append(parse(item))
+        except SpecError:
+            continue
+    return found
 
 
 def _from_cluster(namespaces: list[str]) -> Found:
     kube = Kube(credentials.load())
     scopes: list[str | None] = [*namespaces] if namespaces else [None]
     objects: list[JSON] = []
+    caches: list[CacheServer] = []
     proxies: list[FrontProxy] = []
     for namespace in scopes:
         objects += kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
-        for listed in kube.list(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace):
-            try:
-                proxies.append(parse_front_proxy(listed))
-            except SpecError:
-                continue
+        listed = kube.list(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace)
+        caches += _parsed(listed, parse_cache_server)
+        listed = kube.list(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace)
+        proxies += _parsed(listed, parse_front_proxy)
     deployments: dict[str, JSON | None] = {}
-    caches: set[str] = set()
     for obj in objects:
         meta = obj["metadata"]
         namespace = meta["namespace"]
         found = kube.get("apps/v1", "Deployment", namespace, f"{meta['name']}-kcp")
         deployments[f"{namespace}/{meta['name']}"] = found
-        ref = (((obj.get("spec") or {}).get("cache") or {}).get("serverRef") or {}).get("name")
-        key = f"{namespace}/{ref}"
-        if (
-            ref
-            and key not in caches
-            and kube.get(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace, ref) is not None
-        ):
-            caches.add(key)
-    return objects, deployments, caches, proxies
+    others: dict[tuple[str, str], JSON | None] = {}
+    for cache in caches:
+        name = cacheserver.child_name(cache)
+        others[(CACHE_SERVER_KIND, _key(cache))] = kube.get(
+            "apps/v1", "Deployment", cache.namespace, name
+        )
+    for proxy in proxies:
+        name = frontproxy.child_name(proxy)
+        others[(FRONT_PROXY_KIND, _key(proxy))] = kube.get(
+            "apps/v1", "Deployment", proxy.namespace, name
+        )
+    return objects, deployments, caches, proxies, others
 
 
 def _cleanup(release: Version, enabled: bool) -> Cleanup:
@@ -182,6 +227,7 @@ def table(steps: list[Step], target: str | None) -> str:
     rows = [COLUMNS] + [
         (
             str(step.wave) if step.wave is not None else "-",
+            step.kind,
             step.key,
             step.now or "-",
             step.after or "-",
@@ -204,7 +250,11 @@ def table(steps: list[Step], target: str | None) -> str:
         for step in steps
         for text in ([step.message] if step.message else []) + step.notes
     ]
-    heading = f"Plan: every Shard set to kcp {target}" if target else "Plan: the specs as they are"
+    heading = (
+        f"Plan: every Shard, CacheServer and FrontProxy set to kcp {target}"
+        if target
+        else "Plan: the specs as they are"
+    )
     return "\n".join([heading, *lines, *(["", *details] if details else [])]) + "\n"
 
 
@@ -215,6 +265,7 @@ def document(steps: list[Step], target: str | None, release: Version) -> dict[st
         "steps": [
             {
                 "order": step.wave,
+                "kind": step.kind,
                 "namespace": step.namespace,
                 "name": step.name,
                 "root": step.root,
@@ -243,9 +294,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.filename:
-            objects, deployments, caches, proxies = _from_files(args.filename, release)
+            found = _from_files(args.filename, release)
         else:
-            objects, deployments, caches, proxies = _from_cluster(args.namespace)
+            found = _from_cluster(args.namespace)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -254,13 +305,17 @@ def run(args: argparse.Namespace) -> int:
         return 2
     except APIError as err:
         where = ", ".join(args.namespace) or "all namespaces (name some with -n)"
-        print(f"error: reading Shards in {where}: {error_message(err)}", file=sys.stderr)
+        print(f"error: reading the objects in {where}: {error_message(err)}", file=sys.stderr)
         return 2
+    objects, deployments, caches, proxies, others = found
     if not objects:
         print("error: no Shard found", file=sys.stderr)
         return 2
     cleanup = _cleanup(release, args.identity_cache_cleanup)
-    steps = plan_upgrade(objects, deployments, target, release, cleanup, caches, proxies)
+    shard_steps = plan_upgrade(
+        objects, deployments, target, release, cleanup, {_key(c) for c in caches}, proxies
+    )
+    steps = plan_installation(shard_steps, objects, caches, proxies, others, target, release)
     if args.output == "json":
         sys.stdout.write(json.dumps(document(steps, target, release), indent=2) + "\n")
     elif args.output == "yaml":

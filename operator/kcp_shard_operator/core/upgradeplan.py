@@ -14,6 +14,7 @@ import copy
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.core.cachespec import CacheServer, CacheServerSpec
 from kcp_shard_operator.core.flags import flag_name
 from kcp_shard_operator.core.frontproxy import serving
@@ -52,7 +53,7 @@ def check_target(text: str) -> str:
 
 @dataclass(frozen=True)
 class Step:
-    """What the operator will do with one Shard."""
+    """What the operator will do with one Shard (or CacheServer, or FrontProxy)."""
 
     namespace: str
     name: str
@@ -74,6 +75,8 @@ class Step:
     message: str | None = None
     identity_cache: str = "-"
     notes: list[str] = field(default_factory=list)
+    kind: str = SHARD_KIND
+    """Shard, or the CacheServer rolled before its shards, or the FrontProxy after them."""
 
     @property
     def key(self) -> str:
@@ -110,15 +113,16 @@ def _targeted(obj: JSON, target: str | None) -> JSON:
     return new
 
 
-def _args(deployment: JSON | None) -> list[str]:
-    containers = (((deployment or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
-    for container in containers.get("containers") or []:
-        if container.get("name") == "kcp":
+def container_args(deployment: JSON | None, container_name: str = "kcp") -> list[str]:
+    """The arguments of the Deployment's container ``container_name`` (none: [])."""
+    pod = (((deployment or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+    for container in pod.get("containers") or []:
+        if container.get("name") == container_name:
             return [str(arg) for arg in container.get("args") or []]
     return []
 
 
-def _names(args: Sequence[str]) -> set[str]:
+def flag_names(args: Sequence[str]) -> set[str]:
     return {name for name in map(flag_name, args) if name}
 
 
@@ -296,9 +300,9 @@ def _wave(
             continue
         rendered = render_shard(shard, filled_root, release).deployment
         old = before[key]
-        changes = deployed_version(rendered) != deployed_version(old) or _args(rendered) != _args(
-            old
-        )
+        changes = deployed_version(rendered) != deployed_version(old) or container_args(
+            rendered
+        ) != container_args(old)
         state.step = _step(
             state,
             old,
@@ -362,7 +366,7 @@ def _step(
 ) -> Step:
     meta = state.obj.get("metadata") or {}
     spec = state.obj.get("spec") or {}
-    was, will = _args(old), _args(new)
+    was, will = container_args(old), container_args(new)
     return Step(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name")),
@@ -371,8 +375,8 @@ def _step(
         wave=wave,
         now=deployed_version(old),
         after=deployed_version(new),
-        flags_added=sorted(_names(will) - _names(was)) if new is not None else [],
-        flags_dropped=sorted(_names(was) - _names(will)) if new is not None else [],
+        flags_added=sorted(flag_names(will) - flag_names(was)) if new is not None else [],
+        flags_dropped=sorted(flag_names(was) - flag_names(will)) if new is not None else [],
         waits_for=waited,
         reason=reason,
         message=message,
