@@ -245,3 +245,17 @@ def test_a_front_proxy_whose_root_is_not_in_the_files_is_refused(
     proxy = next(step for step in steps if step["kind"] == "FrontProxy")
     assert (proxy["outcome"], proxy["reason"]) == (REFUSED, "RootShardNotFound")
     assert "'elsewhere'" in proxy["message"]
+
+
+def test_a_front_proxy_naming_a_non_root_shard_is_invalid(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = [obj for obj in installation(OLD) if obj["kind"] != "CacheServer"]
+    docs[-1]["spec"]["rootShardRef"] = {"name": "shard-1"}
+    path = tmp_path / "installation.yaml"
+    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    assert main(["plan", "-f", str(path), "-o", "json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    proxy = next(step for step in steps if step["kind"] == "FrontProxy")
+    assert (proxy["outcome"], proxy["reason"]) == ("InvalidSpec", "InvalidSpec")
+    assert "'shard-1' is not a root shard" in proxy["message"]

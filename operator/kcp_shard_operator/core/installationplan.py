@@ -189,6 +189,10 @@ def proxy_step(
         message = f"root Shard {root_name(proxy)!r} (spec.rootShardRef) not found in {namespace}"
         return _step(FRONT_PROXY_KIND, namespace, name, REFUSED, now=now, after=now,
                      reason=ROOT_SHARD_NOT_FOUND, message=message)  # fmt: skip
+    if roots[_key(namespace, root_name(proxy))] is not None:
+        message = f"spec.rootShardRef: Shard {root_name(proxy)!r} is not a root shard"
+        return _step(FRONT_PROXY_KIND, namespace, name, INVALID, now=now, reason=INVALID,
+                     message=message)  # fmt: skip
     wanted = target or proxy.spec.version
     targeted = replace(proxy, spec=replace(proxy.spec, version=wanted))
     try:
