@@ -233,29 +233,35 @@ def test_plan_documents_carry_the_kind(output: str, capsys: pytest.CaptureFixtur
     ]
 
 
-def test_a_front_proxy_whose_root_is_not_in_the_files_is_refused(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def proxy_planned_from_files(
+    root_ref: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> JSON:
+    """The FrontProxy's step of ``plan -f`` on root, shard-1 and a FrontProxy naming
+    ``root_ref``."""
     docs = [obj for obj in installation(OLD) if obj["kind"] != "CacheServer"]
-    docs[-1]["spec"]["rootShardRef"] = {"name": "elsewhere"}
+    docs[-1]["spec"]["rootShardRef"] = {"name": root_ref}
     path = tmp_path / "installation.yaml"
     path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
     assert main(["plan", "-f", str(path), "--to", NEW, "-o", "json"]) == 0
     steps = json.loads(capsys.readouterr().out)["steps"]
-    proxy = next(step for step in steps if step["kind"] == "FrontProxy")
-    assert (proxy["outcome"], proxy["reason"]) == (REFUSED, "RootShardNotFound")
-    assert "'elsewhere'" in proxy["message"]
+    found: JSON = next(step for step in steps if step["kind"] == "FrontProxy")
+    return found
 
 
-def test_a_front_proxy_naming_a_non_root_shard_is_invalid(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("root_ref", "outcome", "words"),
+    [
+        ("elsewhere", (REFUSED, "RootShardNotFound"), "root Shard 'elsewhere'"),
+        ("shard-1", ("InvalidSpec", "InvalidSpec"), "'shard-1' is not a root shard"),
+    ],
+)
+def test_a_front_proxy_without_its_root_shard_is_reported(
+    root_ref: str,
+    outcome: tuple[str, str],
+    words: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    docs = [obj for obj in installation(OLD) if obj["kind"] != "CacheServer"]
-    docs[-1]["spec"]["rootShardRef"] = {"name": "shard-1"}
-    path = tmp_path / "installation.yaml"
-    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
-    assert main(["plan", "-f", str(path), "-o", "json"]) == 0
-    steps = json.loads(capsys.readouterr().out)["steps"]
-    proxy = next(step for step in steps if step["kind"] == "FrontProxy")
-    assert (proxy["outcome"], proxy["reason"]) == ("InvalidSpec", "InvalidSpec")
-    assert "'shard-1' is not a root shard" in proxy["message"]
+    proxy = proxy_planned_from_files(root_ref, tmp_path, capsys)
+    assert (proxy["outcome"], proxy["reason"]) == outcome
+    assert words in proxy["message"]
