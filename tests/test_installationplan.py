@@ -265,3 +265,20 @@ def test_a_front_proxy_without_its_root_shard_is_reported(
     proxy = proxy_planned_from_files(root_ref, tmp_path, capsys)
     assert (proxy["outcome"], proxy["reason"]) == outcome
     assert words in proxy["message"]
+
+
+def test_a_pinned_image_tag_of_a_cache_server_or_front_proxy_is_noted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    docs = installation(OLD)
+    for doc in (docs[0], docs[-1]):
+        doc["spec"]["image"] = {"tag": f"v{OLD}"}
+    path = tmp_path / "installation.yaml"
+    path.write_text(yaml.safe_dump_all(docs), encoding="utf-8")
+    assert main(["plan", "-f", str(path), "--to", NEW, "-o", "json"]) == 0
+    steps = {s["kind"]: s for s in json.loads(capsys.readouterr().out)["steps"]}
+    for kind in ("CacheServer", "FrontProxy"):
+        assert steps[kind]["notes"] == [
+            f"spec.image.tag 'v{OLD}' is pinned: the pods run that image, not kcp {NEW}; set it "
+            "too (or remove it)"
+        ], kind

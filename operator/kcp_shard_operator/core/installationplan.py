@@ -40,6 +40,7 @@ from kcp_shard_operator.core.upgradeplan import (
     Step,
     container_args,
     flag_names,
+    pinned_tag_notes,
 )
 from kcp_shard_operator.core.versions import Version, parse_or_none
 
@@ -107,6 +108,7 @@ def cache_step(cache: CacheServer, live: JSON | None, target: str | None) -> Ste
         after=wanted,
         flags_added=sorted(flag_names(will) - flag_names(was)) if live else [],
         flags_dropped=sorted(flag_names(was) - flag_names(will)),
+        notes=pinned_tag_notes(cache.spec.image.tag, wanted),
     )
 
 
@@ -236,6 +238,7 @@ def proxy_step(
         flags_added=sorted(flag_names(will) - flag_names(was)) if live else [],
         flags_dropped=sorted(flag_names(was) - flag_names(will)),
         waits_for=f"the shards of {root_name(proxy)} to roll out kcp {wanted}" if waited else None,
+        notes=pinned_tag_notes(proxy.spec.image.tag, wanted),
     )
 
 

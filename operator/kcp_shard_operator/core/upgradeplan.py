@@ -343,13 +343,19 @@ def _notes(state: _State, old: JSON | None) -> list[str]:
             f"{state.running or 'no version yet'}): the plan starts from its end"
         )
     shard = state.shard
-    tag = None if shard is None else shard.spec.image.tag
-    if shard is not None and tag and tag.removeprefix("v") != shard.spec.version:
-        notes.append(
-            f"spec.image.tag {tag!r} is pinned: the pods run that image, not "
-            f"kcp {shard.spec.version}; set it too (or remove it)"
-        )
+    if shard is not None:
+        notes += pinned_tag_notes(shard.spec.image.tag, shard.spec.version)
     return notes
+
+
+def pinned_tag_notes(tag: str | None, version: str) -> list[str]:
+    """A note when ``spec.image.tag`` does not follow ``version``: the pods run the tag."""
+    if not tag or tag.removeprefix("v") == version:
+        return []
+    return [
+        f"spec.image.tag {tag!r} is pinned: the pods run that image, not kcp {version}; set it "
+        "too (or remove it)"
+    ]
 
 
 def _step(
