@@ -28,11 +28,16 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.core import cacheserver, frontproxy
 from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
-from kcp_shard_operator.core.documents import is_shard, load_cache_servers, load_front_proxies
+from kcp_shard_operator.core.documents import (
+    is_shard,
+    load_cache_servers,
+    load_front_proxies,
+    load_shards,
+)
 from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
-from kcp_shard_operator.core.installationplan import Deployments, plan_installation
+from kcp_shard_operator.core.installationplan import Deployments, as_deployed, plan_installation
 from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.spec import Shard, parse_shard
+from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.upgradeplan import (
     Cleanup,
     Step,
@@ -128,35 +133,14 @@ Found = tuple[list[JSON], dict[str, JSON | None], list[CacheServer], list[FrontP
 Deployments of those two by (kind, ``namespace/name``)."""
 
 
-def _key(obj: CacheServer | FrontProxy) -> str:
-    return f"{obj.namespace}/{obj.name}"
-
-
 def _from_files(paths: list[Path], release: Version) -> Found:
     texts = _texts(paths)
-    docs = [doc for text in texts for doc in yaml.safe_load_all(text)]
-    objects = [doc for doc in docs if is_shard(doc)]
+    objects = [doc for text in texts for doc in yaml.safe_load_all(text) if is_shard(doc)]
     caches, _ = load_cache_servers(texts)
     proxies, _ = load_front_proxies(texts)
+    shards, _ = load_shards(texts, release)
     rolled, deployments = as_rolled_out(objects, release, proxies)
-    others: dict[tuple[str, str], JSON | None] = {
-        (CACHE_SERVER_KIND, _key(cache)): cacheserver.render_cache_server(cache).deployment
-        for cache in caches
-    }
-    roots = {}
-    for obj in objects:
-        try:
-            shard = parse_shard(obj, release)
-        except SpecError:
-            continue
-        roots[f"{shard.namespace}/{shard.name}"] = shard
-    for proxy in proxies:
-        root = roots.get(f"{proxy.namespace}/{frontproxy.root_name(proxy)}")
-        try:
-            rendered = None if root is None else frontproxy.render_front_proxy(proxy, root, release)
-        except SpecError:
-            rendered = None
-        others[(FRONT_PROXY_KIND, _key(proxy))] = rendered.deployment if rendered else None
+    others = as_deployed(caches, proxies, shards, release)
     return rolled, deployments, caches, proxies, others
 
 
@@ -192,12 +176,12 @@ def _from_cluster(namespaces: list[str]) -> Found:
     others: dict[tuple[str, str], JSON | None] = {}
     for cache in caches:
         name = cacheserver.child_name(cache)
-        others[(CACHE_SERVER_KIND, _key(cache))] = kube.get(
+        others[(CACHE_SERVER_KIND, cache.key)] = kube.get(
             "apps/v1", "Deployment", cache.namespace, name
         )
     for proxy in proxies:
         name = frontproxy.child_name(proxy)
-        others[(FRONT_PROXY_KIND, _key(proxy))] = kube.get(
+        others[(FRONT_PROXY_KIND, proxy.key)] = kube.get(
             "apps/v1", "Deployment", proxy.namespace, name
         )
     return objects, deployments, caches, proxies, others
@@ -313,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     cleanup = _cleanup(release, args.identity_cache_cleanup)
     shard_steps = plan_upgrade(
-        objects, deployments, target, release, cleanup, {_key(c) for c in caches}, proxies
+        objects, deployments, target, release, cleanup, {c.key for c in caches}, proxies
     )
     steps = plan_installation(shard_steps, objects, caches, proxies, others, target, release)
     if args.output == "json":

@@ -8,7 +8,7 @@ same etcd. The operator and ``render`` both call :func:`render_cache_server`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
@@ -26,7 +26,11 @@ from kcp_shard_operator.core.meta import (
     version_label,
 )
 from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.planner import downgrade_refusal, drifted_from, running_image
+from kcp_shard_operator.core.planner import (
+    downgrade_refusal,
+    drifted_from,
+    held_at_running_version,
+)
 from kcp_shard_operator.core.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.spec import STORAGE_DELETE
 
@@ -201,16 +205,6 @@ class CacheWrites:
     """Children not written, with why: a claim change the volume cannot take."""
     downgrade: str | None = None
     """Why the Deployment stays at the kcp version it runs (an older minor was asked for)."""
-
-
-def held_at_running_version(cache: CacheServer, deployment: JSON | None) -> CacheServer | None:
-    """``cache`` pinned to the kcp version and image its Deployment runs now (None: the
-    Deployment does not tell them); the rest of its spec still applies."""
-    found = running_image(deployment, cache.spec.image)
-    if found is None:
-        return None
-    version, image = found
-    return replace(cache, spec=replace(cache.spec, version=version, image=image))
 
 
 def children_to_write(

@@ -9,7 +9,7 @@ spec still applies at the version it runs.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.frontproxy import SPEC_FIELDS, render_front_proxy, root_name
 from kcp_shard_operator.core.frontproxyspec import FrontProxy
@@ -18,7 +18,7 @@ from kcp_shard_operator.core.planner import (
     ROOT_SHARD_NOT_FOUND,
     absent_secrets,
     drifted_from,
-    running_image,
+    held_at_running_version,
 )
 from kcp_shard_operator.core.podtemplate import secret_names
 from kcp_shard_operator.core.secretkeys import missing_keys
@@ -106,12 +106,8 @@ def plan_front_proxy(
         )
     deployment = observed.get("Deployment")
     waits = waiting_for(proxy, root, shards, deployment)
-    target = proxy
-    if waits is not None:
-        running = running_image(deployment, proxy.spec.image)
-        if running is not None:
-            version, image = running
-            target = replace(proxy, spec=replace(proxy.spec, version=version, image=image))
+    held = None if waits is None else held_at_running_version(proxy, deployment)
+    target = held or proxy
     try:
         rendered = render_front_proxy(target, root, deprecating_release, secret_revisions)
     except SpecError as err:

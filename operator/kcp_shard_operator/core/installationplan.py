@@ -18,14 +18,16 @@ from kcp_shard_operator.constants import CACHE_SERVER_KIND, FRONT_PROXY_KIND
 from kcp_shard_operator.core.cacheserver import child_name as cache_child_name
 from kcp_shard_operator.core.cacheserver import render_cache_server
 from kcp_shard_operator.core.cachespec import CacheServer
-from kcp_shard_operator.core.frontproxy import proxy_flags, root_name
+from kcp_shard_operator.core.frontproxy import proxy_flags, render_front_proxy, root_name
 from kcp_shard_operator.core.frontproxyspec import FrontProxy
 from kcp_shard_operator.core.model import JSON, SpecError
 from kcp_shard_operator.core.planner import (
     DOWNGRADE_REFUSED,
     ROOT_SHARD_NOT_FOUND,
+    at_version,
     downgrade_refusal,
 )
+from kcp_shard_operator.core.spec import Shard
 from kcp_shard_operator.core.status import (
     WAITING_FOR_CACHE_SERVER,
     WAITING_FOR_SHARDS,
@@ -39,7 +41,7 @@ from kcp_shard_operator.core.upgradeplan import (
     WAITS,
     Step,
     container_args,
-    flag_names,
+    flag_changes,
     pinned_tag_notes,
 )
 from kcp_shard_operator.core.versions import Version, parse_or_none
@@ -53,8 +55,13 @@ Deployments = Mapping[tuple[str, str], JSON | None]
 """Live Deployments by (kind, ``namespace/name`` of the CacheServer or FrontProxy)."""
 
 
-def _refs(shard_objects: Sequence[JSON]) -> dict[str, tuple[str | None, str | None]]:
-    """``namespace/name`` of each Shard -> the CacheServer and the root shard it names."""
+Refs = Mapping[str, tuple[str | None, str | None]]
+"""``namespace/name`` of each Shard -> the CacheServer and the root shard it names."""
+
+
+def _refs(shard_objects: Sequence[JSON]) -> Refs:
+    """The :data:`Refs` of ``shard_objects`` (read from the objects: a Shard whose spec does
+    not parse still names them)."""
     refs = {}
     for obj in shard_objects:
         meta = obj.get("metadata") or {}
@@ -94,10 +101,10 @@ def cache_step(cache: CacheServer, live: JSON | None, target: str | None) -> Ste
     if refusal is not None:
         return _step(CACHE_SERVER_KIND, cache.namespace, cache.name, REFUSED, now=now,
                      after=now, reason=DOWNGRADE_REFUSED, message=refusal)  # fmt: skip
-    targeted = replace(cache, spec=replace(cache.spec, version=wanted))
-    rendered = render_cache_server(targeted).deployment
+    rendered = render_cache_server(at_version(cache, wanted)).deployment
     was, will = container_args(live, CACHE_CONTAINER), container_args(rendered, CACHE_CONTAINER)
     changes = now != wanted or was != will
+    added, dropped = flag_changes(was, will) if live else ([], [])
     return _step(
         CACHE_SERVER_KIND,
         cache.namespace,
@@ -106,20 +113,17 @@ def cache_step(cache: CacheServer, live: JSON | None, target: str | None) -> Ste
         wave=1 if changes else None,
         now=now,
         after=wanted,
-        flags_added=sorted(flag_names(will) - flag_names(was)) if live else [],
-        flags_dropped=sorted(flag_names(was) - flag_names(will)),
+        flags_added=added,
+        flags_dropped=dropped,
         notes=pinned_tag_notes(cache.spec.image.tag, wanted),
     )
 
 
-def after_caches(
-    steps: Sequence[Step], shard_objects: Sequence[JSON], caches: Sequence[Step]
-) -> list[Step]:
+def after_caches(steps: Sequence[Step], refs: Refs, caches: Sequence[Step]) -> list[Step]:
     """The Shard ``steps`` ordered behind the cache servers they wait for: a Shard on a
     CacheServer that rolls goes in a later wave, its non-root shards after it; one whose
     CacheServer refuses its version waits for ever (the operator waits for it to roll out)."""
     cache_steps = {step.key: step for step in caches}
-    refs = _refs(shard_objects)
     original = {step.key: step.wave for step in steps}
     moved: dict[str, int] = {}
     result: list[Step] = []
@@ -180,13 +184,13 @@ def proxy_step(
     target: str | None,
     release: Version,
     shard_steps: Sequence[Step],
-    shard_objects: Sequence[JSON],
+    refs: Refs,
 ) -> Step:
     """What the operator does with ``proxy`` once its ``spec.version`` is ``target`` (None: as
     it is), after ``shard_steps``: roll it once every shard of its installation runs that
     version or a newer one, with the flags that version takes."""
     namespace, name, now = proxy.namespace, proxy.name, deployed_version(live)
-    roots = {key: root for key, (_, root) in _refs(shard_objects).items()}
+    roots = {key: root for key, (_, root) in refs.items()}
     if _key(namespace, root_name(proxy)) not in roots:
         message = f"root Shard {root_name(proxy)!r} (spec.rootShardRef) not found in {namespace}"
         return _step(FRONT_PROXY_KIND, namespace, name, REFUSED, now=now, after=now,
@@ -196,19 +200,18 @@ def proxy_step(
         return _step(FRONT_PROXY_KIND, namespace, name, INVALID, now=now, reason=INVALID,
                      message=message)  # fmt: skip
     wanted = target or proxy.spec.version
-    targeted = replace(proxy, spec=replace(proxy.spec, version=wanted))
     try:
-        will = proxy_flags(targeted, release).args
+        will = proxy_flags(at_version(proxy, wanted), release).args
         version = Version.parse(wanted)
     except (SpecError, ValueError) as err:
         return _step(FRONT_PROXY_KIND, namespace, name, INVALID, now=now, reason=INVALID,
                      message=str(err))  # fmt: skip
     members = _installation(proxy, shard_steps, roots)
+    # A step's ``after`` is the kcp its shard ends at, whether it rolls, waits or is refused.
     behind = [
         step
         for step in members
-        if (parse_or_none(step.after if step.wave else step.now) or version) < version
-        or (step.after if step.wave else step.now) is None
+        if step.after is None or (parse_or_none(step.after) or version) < version
     ]
     if now != wanted and behind:
         names = ", ".join(step.name for step in behind)
@@ -227,6 +230,7 @@ def proxy_step(
         step for step in members if step.wave and (parse_or_none(step.now) or version) < version
     ]
     wave = 1 + max((step.wave or 0 for step in waited), default=0)
+    added, dropped = flag_changes(was, will) if live else ([], [])
     return _step(
         FRONT_PROXY_KIND,
         namespace,
@@ -235,8 +239,8 @@ def proxy_step(
         wave=wave,
         now=now,
         after=wanted,
-        flags_added=sorted(flag_names(will) - flag_names(was)) if live else [],
-        flags_dropped=sorted(flag_names(was) - flag_names(will)),
+        flags_added=added,
+        flags_dropped=dropped,
         waits_for=f"the shards of {root_name(proxy)} to roll out kcp {wanted}" if waited else None,
         notes=pinned_tag_notes(proxy.spec.image.tag, wanted),
     )
@@ -255,19 +259,14 @@ def plan_installation(
     :func:`upgradeplan.plan_upgrade` (over ``shard_objects``) with the CacheServers before
     the Shards on them and the FrontProxies after their installations' shards."""
     cache_steps = [
-        cache_step(cache, deployments.get((CACHE_SERVER_KIND, _key(cache.namespace, cache.name))),
-                   target)
+        cache_step(cache, deployments.get((CACHE_SERVER_KIND, cache.key)), target)
         for cache in caches
-    ]  # fmt: skip
-    shards = after_caches(shard_steps, shard_objects, cache_steps)
+    ]
+    refs = _refs(shard_objects)
+    shards = after_caches(shard_steps, refs, cache_steps)
     proxy_steps = [
         proxy_step(
-            proxy,
-            deployments.get((FRONT_PROXY_KIND, _key(proxy.namespace, proxy.name))),
-            target,
-            release,
-            shards,
-            shard_objects,
+            proxy, deployments.get((FRONT_PROXY_KIND, proxy.key)), target, release, shards, refs
         )
         for proxy in proxies
     ]
@@ -275,3 +274,26 @@ def plan_installation(
         [*cache_steps, *shards, *proxy_steps],
         key=lambda s: (s.wave or 10**6, KIND_ORDER.get(s.kind, 1), not s.root, s.namespace, s.name),
     )
+
+
+def as_deployed(
+    caches: Sequence[CacheServer],
+    proxies: Sequence[FrontProxy],
+    shards: Sequence[Shard],
+    release: Version,
+) -> Deployments:
+    """The Deployments the operator renders for ``caches`` and ``proxies`` at their specs (for
+    a plan on files, which takes each as running its spec); a FrontProxy whose root is not
+    among ``shards``, or cannot be rendered, has none."""
+    deployments: dict[tuple[str, str], JSON | None] = {
+        (CACHE_SERVER_KIND, cache.key): render_cache_server(cache).deployment for cache in caches
+    }
+    roots = {shard.key: shard for shard in shards}
+    for proxy in proxies:
+        root = roots.get(_key(proxy.namespace, root_name(proxy)))
+        try:
+            rendered = None if root is None else render_front_proxy(proxy, root, release)
+        except SpecError:
+            rendered = None
+        deployments[(FRONT_PROXY_KIND, proxy.key)] = rendered.deployment if rendered else None
+    return deployments

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
-from typing import Any
+from typing import Any, TypeVar
 
 from kcp_shard_operator.constants import FIELD_MANAGER
 from kcp_shard_operator.core.cachespec import CacheServer
@@ -20,6 +20,7 @@ from kcp_shard_operator.core.claim import (
 from kcp_shard_operator.core.kcpargs import kcp_flags
 from kcp_shard_operator.core.meta import HASH_ANNOTATION, child_name
 from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.core.objects import KcpObject
 from kcp_shard_operator.core.podtemplate import secret_names
 from kcp_shard_operator.core.quantity import quantity
 from kcp_shard_operator.core.render import render_shard
@@ -319,17 +320,25 @@ def running_image(deployment: JSON | None, image: ImageSpec) -> tuple[str, Image
     return running, replace(image, repository=repository, tag=tag)
 
 
-def held_at_running_version(shard: Shard, deployment: JSON | None) -> Shard | None:
-    """``shard`` pinned to the kcp version and image its Deployment runs now.
+Held = TypeVar("Held", bound=KcpObject[Any])
 
-    While a shard waits for its root or refuses a downgrade, the rest of its spec still
-    applies (and hand edits are still put back), but the version stays where it is.
+
+def at_version(obj: Held, version: str, image: ImageSpec | None = None) -> Held:
+    """``obj`` (a Shard, CacheServer or FrontProxy) with ``spec.version`` set, and its image
+    when given."""
+    spec = replace(obj.spec, version=version, image=image or obj.spec.image)
+    return replace(obj, spec=spec)
+
+
+def held_at_running_version(obj: Held, deployment: JSON | None) -> Held | None:
+    """``obj`` pinned to the kcp version and image its Deployment runs now (None: the
+    Deployment does not tell them).
+
+    While an object waits (for its root, its shards) or refuses a downgrade, the rest of its
+    spec still applies (and hand edits are still put back), but the version stays where it is.
     """
-    found = running_image(deployment, shard.spec.image)
-    if found is None:
-        return None
-    running, image = found
-    return replace(shard, spec=replace(shard.spec, version=running, image=image))
+    found = running_image(deployment, obj.spec.image)
+    return None if found is None else at_version(obj, *found)
 
 
 QUANTITY_MAPS = frozenset({"limits", "requests"})

@@ -126,6 +126,12 @@ def flag_names(args: Sequence[str]) -> set[str]:
     return {name for name in map(flag_name, args) if name}
 
 
+def flag_changes(was: Sequence[str], will: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The flags (names) added and dropped from the arguments ``was`` to ``will``."""
+    before, after = flag_names(was), flag_names(will)
+    return sorted(after - before), sorted(before - after)
+
+
 def _proxy(shard: Shard, proxies: Collection[FrontProxy]) -> FrontProxy | None:
     """The FrontProxy serving ``shard``'s installation."""
     ref = shard.spec.root_shard_ref
@@ -372,7 +378,7 @@ def _step(
 ) -> Step:
     meta = state.obj.get("metadata") or {}
     spec = state.obj.get("spec") or {}
-    was, will = container_args(old), container_args(new)
+    added, dropped = flag_changes(container_args(old), container_args(new))
     return Step(
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name")),
@@ -381,8 +387,8 @@ def _step(
         wave=wave,
         now=deployed_version(old),
         after=deployed_version(new),
-        flags_added=sorted(flag_names(will) - flag_names(was)) if new is not None else [],
-        flags_dropped=sorted(flag_names(was) - flag_names(will)) if new is not None else [],
+        flags_added=added if new is not None else [],
+        flags_dropped=dropped if new is not None else [],
         waits_for=waited,
         reason=reason,
         message=message,
