@@ -17,9 +17,9 @@ from typing import Any
 
 from report import report
 
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import parse_shard
 from kcp_shard_operator.migrate.values import migrate_text
 
 RESULTS = Path(__file__).parent / "results" / "latest.json"

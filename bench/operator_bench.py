@@ -39,9 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from audit import AUDIT_POLICY, Counts, Request, count, parse, percentile, reaction_latencies
 
 from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import parse_shard
 from testkit.cluster import cluster_down, cluster_script_env, cluster_up, kwok_workdir
 from testkit.kube import Cluster, apply_crds, shard_ready, token_cluster
 from testkit.operator_metrics import scrape

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
-from kcp_shard_operator.controller.reconcile import CHILD_KINDS
+from kcp_shard_operator.controller.shard import CHILD_KINDS
 
 from .kube import Cluster
 from .process import LoggedProcess, free_port, http_ok, on_free_ports

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.spec import Shard, parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 
 RELEASE = DEFAULT_DEPRECATING_RELEASE
 

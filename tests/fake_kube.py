@@ -11,11 +11,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcp_shard_operator.controller.context import Context, Settings
-from kcp_shard_operator.controller.reconcile import reconcile
-from kcp_shard_operator.core.frontproxystatus import Route
-from kcp_shard_operator.core.health import Failure, Probe, ProbeTarget, Registered
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.status import DEPLOYMENT_REVISION, Event
+from kcp_shard_operator.controller.shard import reconcile
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.frontproxy.status import Route
+from kcp_shard_operator.core.shard.health import Failure, Probe, ProbeTarget, Registered
+from kcp_shard_operator.core.shard.status import DEPLOYMENT_REVISION, Event
 from kcp_shard_operator.identitycache.policy import Outcome, Result
 from kcp_shard_operator.kube.client import RefusedError
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from kcp_shard_operator.core.meta import HASH_ANNOTATION
-from kcp_shard_operator.core.pki import with_issued
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.api.meta import HASH_ANNOTATION
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.pki import with_issued
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import parse_shard
 
 NUMERIC = re.compile(r"^[0-9]+(e[0-9]+)?$")
 

@@ -14,12 +14,12 @@ import yaml
 
 from kcp_shard_operator.cli.crd import crd_yaml
 from kcp_shard_operator.cli.main import main
-from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
-from kcp_shard_operator.core import cachepki
-from kcp_shard_operator.core.cacheserver import render_cache_server, service_url
-from kcp_shard_operator.core.cachespec import parse_cache_server
-from kcp_shard_operator.core.issuance import Purpose
-from kcp_shard_operator.core.model import JSON, SpecError
+from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.cacheserver import pki as cachepki
+from kcp_shard_operator.core.cacheserver.render import render_cache_server, service_url
+from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
+from kcp_shard_operator.core.pki.issuance import Purpose
 
 from .conftest import make, shard_object
 from .fake_kube import Effects, FakeKube, context, run, watched

@@ -5,7 +5,7 @@ from pathlib import Path
 import yaml
 
 from kcp_shard_operator.cli.crd import crd_yaml
-from kcp_shard_operator.core.spec import SPEC_RULES
+from kcp_shard_operator.core.shard.spec import SPEC_RULES
 
 ROOT = Path(__file__).resolve().parent.parent
 CRD = ROOT / "manifests" / "crds" / "kcpshard.dev.yaml"

@@ -12,8 +12,8 @@ from kcp_shard_operator.controller.fanout import (
     reconcile_with_dependents,
     referencing,
 )
-from kcp_shard_operator.core.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON
 
 from .conftest import non_root_object, shard_object
 from .fake_kube import (

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from kcp_shard_operator.core.flags import find_flag, retire, without_flag
-from kcp_shard_operator.core.versions import gate_for
+from kcp_shard_operator.core.kcp.flags import find_flag, retire, without_flag
+from kcp_shard_operator.core.kcp.versions import gate_for
 
 FLAG = "--root-shard-kubeconfig-file"
 

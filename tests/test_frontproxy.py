@@ -17,21 +17,22 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from kcp_shard_operator.cli.crd import crd_yaml
 from kcp_shard_operator.cli.main import main
-from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
-from kcp_shard_operator.core import frontproxypki, pki
-from kcp_shard_operator.core.frontproxy import render_front_proxy, serving
-from kcp_shard_operator.core.frontproxyplan import plan_front_proxy
-from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
-from kcp_shard_operator.core.frontproxystatus import Route, interpret_route
-from kcp_shard_operator.core.issuance import Purpose
-from kcp_shard_operator.core.meta import VERSION_ANNOTATION
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.planner import plan
-from kcp_shard_operator.core.refs import CASecretKeyRef, SecretKeyRef
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.upgradeplan import as_rolled_out, plan_upgrade
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.api.refs import CASecretKeyRef, SecretKeyRef
+from kcp_shard_operator.core.frontproxy import pki as frontproxypki
+from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
+from kcp_shard_operator.core.frontproxy.render import render_front_proxy, serving
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
+from kcp_shard_operator.core.frontproxy.status import Route, interpret_route
+from kcp_shard_operator.core.installation.steps import as_rolled_out, plan_upgrade
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.pki.issuance import Purpose
+from kcp_shard_operator.core.shard import pki
+from kcp_shard_operator.core.shard.plan import plan
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 from .fake_kube import READY_STATUS, Effects, FakeKube, context, rolled_out, run, watched

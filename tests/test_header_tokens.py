@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.health import ProbeTarget
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.health import ProbeTarget
 from kcp_shard_operator.health.probe import INVALID_KUBECONFIG, probe_shard
 from kcp_shard_operator.identitycache.client import ShardClient, clean_shard, unreachable_reason
 from kcp_shard_operator.identitycache.policy import Outcome, Result

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.health import (
+from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
     Failure,
     NotRegistered,

@@ -14,14 +14,21 @@ import pytest
 import yaml
 
 from kcp_shard_operator.cli.main import main
-from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
-from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
-from kcp_shard_operator.core.cachespec import parse_cache_server
-from kcp_shard_operator.core.frontproxyspec import parse_front_proxy
-from kcp_shard_operator.core.installationplan import plan_installation
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.status import deployed_version
-from kcp_shard_operator.core.upgradeplan import REFUSED, ROLLS, UNCHANGED, WAITS, Step, plan_upgrade
+from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
+from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
+from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
+from kcp_shard_operator.core.installation.plan import plan_installation
+from kcp_shard_operator.core.installation.steps import (
+    REFUSED,
+    ROLLS,
+    UNCHANGED,
+    WAITS,
+    Step,
+    plan_upgrade,
+)
+from kcp_shard_operator.core.shard.status import deployed_version
 
 from .conftest import RELEASE, shard_object
 from .fake_kube import FakeKube, context, run, watched

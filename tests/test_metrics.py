@@ -11,8 +11,8 @@ from prometheus_client import generate_latest
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.metered import MeteredKube
 from kcp_shard_operator.controller.metrics import RELIST_GAP_SECONDS, Metrics
-from kcp_shard_operator.core.census import census, rollout_seconds, timestamp
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.installation.census import census, rollout_seconds, timestamp
 from kcp_shard_operator.identitycache.policy import Outcome, Result
 
 from .conftest import non_root_object, shard_object

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.migrate.locate import format_path
 from kcp_shard_operator.migrate.spans import RefuseError, check_positions
 from kcp_shard_operator.migrate.values import migrate_text, parse

@@ -13,8 +13,8 @@ from ruamel.yaml import YAML
 
 from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.spec import parse_shard
 
 GOLDEN = Path(__file__).parent / "golden" / "migrate"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kcp_shard_operator.cli.migrate import report_lines
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE, Version
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE, Version
 from kcp_shard_operator.migrate.values import MigrationResult, migrate_text
 
 GOLDEN = Path(__file__).parent / "golden" / "migrate"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator.core.flags import without_flag
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.flags import without_flag
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.shard.spec import parse_shard
 from testkit.tools import helm, helm_env
 from tests.chart import CHART
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 from ruamel.yaml import YAML
 
-from kcp_shard_operator.core.versions import DEFAULT_DEPRECATING_RELEASE
+from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
 from kcp_shard_operator.migrate.values import migrate_text
 
 FLAG = "--root-shard-kubeconfig-file"

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.flags import flag_name
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.kcp.flags import flag_name
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import parse_shard
 from kcp_shard_operator.migrate.shardchart import convert, template_flags
 
 RELEASE = Version(0, 34, 0)

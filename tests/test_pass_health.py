@@ -6,7 +6,8 @@ import copy
 from typing import Any
 
 from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS, probe_delay
-from kcp_shard_operator.core.health import (
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
     Failure,
     NotRegistered,
@@ -14,7 +15,6 @@ from kcp_shard_operator.core.health import (
     ProbeTarget,
     Registered,
 )
-from kcp_shard_operator.core.model import JSON
 
 from .conftest import NO_PKI, non_root_object, shard_object
 from .fake_kube import SECRETS, Effects, FakeKube, context, run, secret, settle, watched

@@ -17,9 +17,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kcp_shard_operator.core import issuance, pki, renewal
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.pki import issuance, renewal
+from kcp_shard_operator.core.shard import pki
 
 from .conftest import RELEASE, make, shard_object
 from .fake_kube import Effects, FakeKube, context, run, secret, settle

@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.constants import FIELD_MANAGER
-from kcp_shard_operator.core.meta import VERSION_ANNOTATION
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.planner import (
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.api.quantity import quantity
+from kcp_shard_operator.core.shard.plan import (
     Cause,
     cause_of,
     contains,
@@ -20,9 +21,8 @@ from kcp_shard_operator.core.planner import (
     plan,
     replacement,
 )
-from kcp_shard_operator.core.quantity import quantity
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import Shard
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 from .fake_kube import READY_STATUS

@@ -9,7 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from kcp_shard_operator.core.health import Failure, NotRegistered, Probe, ProbeTarget, Registered
+from kcp_shard_operator.core.shard.health import (
+    Failure,
+    NotRegistered,
+    Probe,
+    ProbeTarget,
+    Registered,
+)
 from kcp_shard_operator.health.probe import data_uid_url, probe_shard, registration_url
 
 from .test_shardclient import TOKEN, Server, kubeconfig

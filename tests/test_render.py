@@ -4,13 +4,13 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.kcpargs import SPEC_FIELDS
-from kcp_shard_operator.core.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.podtemplate import secret_names
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.kcp.podtemplate import secret_names
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.shard.args import SPEC_FIELDS
+from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.shard.spec import Shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

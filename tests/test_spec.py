@@ -4,9 +4,9 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.model import SpecError
-from kcp_shard_operator.core.spec import parse_shard
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.api.model import SpecError
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.shard.spec import parse_shard
 
 from .conftest import RELEASE, make, non_root_object, shard_object
 

@@ -4,11 +4,11 @@ from typing import Any
 
 import pytest
 
-from kcp_shard_operator.core.health import Health
-from kcp_shard_operator.core.meta import VERSION_ANNOTATION
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.status import (
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.health import Health
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.status import (
     Observation,
     change_event,
     condition,

@@ -8,7 +8,7 @@ import random
 import pytest
 
 from kcp_shard_operator.controller.store import Store, trimmed
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 
 
 def obj(name: str, rv: str, namespace: str = "ns", **fields: object) -> JSON:

@@ -12,10 +12,8 @@ import pytest
 import yaml
 
 from kcp_shard_operator.cli.main import main
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.status import deployed_version
-from kcp_shard_operator.core.upgradeplan import (
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.installation.steps import (
     INVALID,
     REFUSED,
     ROLLS,
@@ -25,7 +23,9 @@ from kcp_shard_operator.core.upgradeplan import (
     as_rolled_out,
     plan_upgrade,
 )
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.status import deployed_version
 from kcp_shard_operator.identitycache.policy import Action, decide
 
 from .conftest import RELEASE, non_root_object, shard_object

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
-from kcp_shard_operator.core.versions import (
+from kcp_shard_operator.core.kcp.versions import (
     CACHE_KUBECONFIG_FLAG,
     DEFAULT_DEPRECATING_RELEASE,
     ROOT_SHARD_KUBECONFIG_FLAG,

@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from kcp_shard_operator.controller.writes import REPLACE_ATTEMPTS, write_child, write_status
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.render import render_shard
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.kube.client import RefusedError
 
 from .conftest import make, shard_object

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kcp_shard_operator.core.issuance import SHARD_BASE_CONTEXT
+from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import (
     CONFIGMAP_NAME,

@@ -23,12 +23,13 @@ from kcp_shard_operator.constants import (
     SHARD_API_VERSION,
     SHARD_KIND,
 )
-from kcp_shard_operator.core import frontproxy, model
-from kcp_shard_operator.core.frontproxyspec import parse_front_proxy
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.pki import admin_kubeconfig_secret, issues_client_certificates
-from kcp_shard_operator.core.refs import KUBECONFIG_KEY, SecretKeyRef
-from kcp_shard_operator.core.spec import Shard, ShardSpec
+from kcp_shard_operator.core.api import model
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.api.refs import KUBECONFIG_KEY, SecretKeyRef
+from kcp_shard_operator.core.frontproxy import render as frontproxy
+from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
+from kcp_shard_operator.core.shard.pki import admin_kubeconfig_secret, issues_client_certificates
+from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
 from kcp_shard_operator.kube.credentials import CredentialsError

@@ -19,7 +19,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import YAMLError
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.core.versions import InvalidVersionError, Version, explain
+from kcp_shard_operator.core.kcp.versions import InvalidVersionError, Version, explain
 from kcp_shard_operator.migrate import shardchart, values
 
 EXIT_OK = 0

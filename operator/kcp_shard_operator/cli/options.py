@@ -6,7 +6,7 @@ import argparse
 import os
 
 from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
-from kcp_shard_operator.core.versions import (
+from kcp_shard_operator.core.kcp.versions import (
     DEFAULT_DEPRECATING_RELEASE,
     Version,
     deprecating_release_from_env,

@@ -2,8 +2,8 @@
 
 Against the live cluster it only reads (Shards, CacheServers, FrontProxies and their
 Deployments); on files (``-f``) it takes each as running its spec. The steps come from the
-operator's own planner (:mod:`kcp_shard_operator.core.upgradeplan`,
-:mod:`kcp_shard_operator.core.installationplan`), so the plan is what the operator does.
+operator's own planner (:mod:`kcp_shard_operator.core.installation.steps`,
+:mod:`kcp_shard_operator.core.installation.plan`), so the plan is what the operator does.
 """
 
 from __future__ import annotations
@@ -26,19 +26,19 @@ from kcp_shard_operator.constants import (
     SHARD_API_VERSION,
     SHARD_KIND,
 )
-from kcp_shard_operator.core import cacheserver, frontproxy
-from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
-from kcp_shard_operator.core.documents import (
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.cacheserver import render as cacheserver
+from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
+from kcp_shard_operator.core.frontproxy import render as frontproxy
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
+from kcp_shard_operator.core.installation.documents import (
     is_shard,
     load_cache_servers,
     load_front_proxies,
     load_shards,
 )
-from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
-from kcp_shard_operator.core.installationplan import Deployments, as_deployed, plan_installation
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.upgradeplan import (
+from kcp_shard_operator.core.installation.plan import Deployments, as_deployed, plan_installation
+from kcp_shard_operator.core.installation.steps import (
     Cleanup,
     Step,
     TargetError,
@@ -46,7 +46,8 @@ from kcp_shard_operator.core.upgradeplan import (
     check_target,
     plan_upgrade,
 )
-from kcp_shard_operator.core.versions import InvalidVersionError, Version
+from kcp_shard_operator.core.kcp.versions import InvalidVersionError, Version
+from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.identitycache import policy
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message

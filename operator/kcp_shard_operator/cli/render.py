@@ -12,8 +12,11 @@ import yaml
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.constants import FRONT_PROXY_KIND
-from kcp_shard_operator.core.cacheserver import render_cache_server
-from kcp_shard_operator.core.documents import (
+from kcp_shard_operator.core.api.model import SpecError
+from kcp_shard_operator.core.cacheserver.render import render_cache_server
+from kcp_shard_operator.core.frontproxy.render import render_front_proxy, serving
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy
+from kcp_shard_operator.core.installation.documents import (
     ShardProblem,
     load_cache_servers,
     load_front_proxies,
@@ -21,12 +24,9 @@ from kcp_shard_operator.core.documents import (
     named,
     root_of,
 )
-from kcp_shard_operator.core.frontproxy import render_front_proxy, serving
-from kcp_shard_operator.core.frontproxyspec import FrontProxy
-from kcp_shard_operator.core.model import SpecError
-from kcp_shard_operator.core.pki import with_issued
-from kcp_shard_operator.core.render import render_shard
-from kcp_shard_operator.core.versions import InvalidVersionError
+from kcp_shard_operator.core.kcp.versions import InvalidVersionError
+from kcp_shard_operator.core.shard.pki import with_issued
+from kcp_shard_operator.core.shard.render import render_shard
 
 
 def register(commands: Any) -> None:

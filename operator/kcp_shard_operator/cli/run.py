@@ -22,7 +22,7 @@ from kcp_shard_operator.controller import handlers
 from kcp_shard_operator.controller.context import PEERING_LIFETIME_SECONDS, Context, Settings
 from kcp_shard_operator.controller.metered import MeteredKube
 from kcp_shard_operator.controller.metrics import Metrics
-from kcp_shard_operator.core.versions import InvalidVersionError
+from kcp_shard_operator.core.kcp.versions import InvalidVersionError
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import Kube
 from kcp_shard_operator.kube.credentials import CredentialsError

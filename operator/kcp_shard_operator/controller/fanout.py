@@ -8,16 +8,17 @@ from typing import Any
 
 from kcp_shard_operator.constants import CACHE_SERVER_KIND, SHARD_KIND
 from kcp_shard_operator.controller.context import Context, Logger
-from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
+from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
 from kcp_shard_operator.controller.reads import front_proxies
-from kcp_shard_operator.controller.reconcile import reconcile
-from kcp_shard_operator.core import cachepki, pki
-from kcp_shard_operator.core.cacheserver import serving_secret
-from kcp_shard_operator.core.cachespec import parse_cache_server
-from kcp_shard_operator.core.frontproxy import mounted, serving
-from kcp_shard_operator.core.issuance import Names
-from kcp_shard_operator.core.model import SpecError
-from kcp_shard_operator.core.spec import parse_shard
+from kcp_shard_operator.controller.shard import reconcile
+from kcp_shard_operator.core.api.model import SpecError
+from kcp_shard_operator.core.cacheserver import pki as cachepki
+from kcp_shard_operator.core.cacheserver.render import serving_secret
+from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
+from kcp_shard_operator.core.frontproxy.render import mounted, serving
+from kcp_shard_operator.core.pki.issuance import Names
+from kcp_shard_operator.core.shard import pki
+from kcp_shard_operator.core.shard.spec import parse_shard
 
 
 def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:

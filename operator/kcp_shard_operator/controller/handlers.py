@@ -22,7 +22,7 @@ from kcp_shard_operator.constants import (
     SHARD_KIND,
     SHARD_PLURAL,
 )
-from kcp_shard_operator.controller.cachereconcile import reconcile_cache_server
+from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.fanout import (
     cache_servers_using,
@@ -32,11 +32,11 @@ from kcp_shard_operator.controller.fanout import (
     reconcile_with_dependents,
     shards_using_cache_server,
 )
-from kcp_shard_operator.controller.frontproxyreconcile import reconcile_front_proxy
-from kcp_shard_operator.controller.reconcile import CHILD_KINDS, reconcile
-from kcp_shard_operator.core.cacheserver import NAME as CACHE_SERVER_NAME
-from kcp_shard_operator.core.meta import INSTANCE_LABEL, NAME_LABEL
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
+from kcp_shard_operator.controller.shard import CHILD_KINDS, reconcile
+from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.cacheserver.render import NAME as CACHE_SERVER_NAME
 from kcp_shard_operator.kube import credentials
 
 RESYNC_SECONDS = 30.0

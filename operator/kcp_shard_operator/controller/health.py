@@ -4,7 +4,9 @@ the questions fail; every pass in between reuses the last answers."""
 from __future__ import annotations
 
 from kcp_shard_operator.controller.context import Asked, Context, Logger
-from kcp_shard_operator.core.health import (
+from kcp_shard_operator.core.api.meta import child_name
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
     DATA_LOST,
     DATA_VERIFIED,
@@ -18,10 +20,8 @@ from kcp_shard_operator.core.health import (
     kcp_shard_name,
     no_admin_kubeconfig,
 )
-from kcp_shard_operator.core.meta import child_name
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.spec import Shard
-from kcp_shard_operator.core.status import condition, rollout_complete
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.status import condition, rollout_complete
 from kcp_shard_operator.kube.client import APIError, error_message
 
 PROBE_INTERVAL_SECONDS = 25.0

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from kcp_shard_operator.controller.context import KubeAPI
 from kcp_shard_operator.controller.metrics import Metrics
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.kube.client import APIError
 
 T = TypeVar("T")

@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.store import Store
-from kcp_shard_operator.core.census import census
+from kcp_shard_operator.core.installation.census import census
 
 PREFIX = "kcp_shard_operator"
 RELIST_GAP_SECONDS = 5.0

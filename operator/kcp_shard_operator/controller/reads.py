@@ -15,12 +15,12 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
-from kcp_shard_operator.core.cachespec import CacheServer, parse_cache_server
-from kcp_shard_operator.core.frontproxy import serving
-from kcp_shard_operator.core.frontproxyspec import FrontProxy, parse_front_proxy
-from kcp_shard_operator.core.meta import selector_labels
-from kcp_shard_operator.core.model import JSON, SpecError
-from kcp_shard_operator.core.spec import Shard, parse_shard
+from kcp_shard_operator.core.api.meta import selector_labels
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
+from kcp_shard_operator.core.frontproxy.render import serving
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
+from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 
 
 def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:

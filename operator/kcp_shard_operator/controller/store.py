@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 
 from kcp_shard_operator.constants import API_GROUP
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 
 Entry = tuple[int | None, str] | None
 """(resourceVersion when an integer, compact JSON body); None: known to be absent."""

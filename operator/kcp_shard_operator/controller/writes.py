@@ -6,16 +6,16 @@ from collections.abc import Callable
 
 from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER, FRONT_PROXY_KIND
 from kcp_shard_operator.controller.context import Context
-from kcp_shard_operator.core.census import rollout_seconds
-from kcp_shard_operator.core.model import JSON
-from kcp_shard_operator.core.planner import (
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.installation.census import rollout_seconds
+from kcp_shard_operator.core.shard.plan import (
     RECREATABLE_KINDS,
     REPLACEABLE_KINDS,
     contains,
     foreign_fields,
     replacement,
 )
-from kcp_shard_operator.core.status import ROLLED_OUT, events_between
+from kcp_shard_operator.core.shard.status import ROLLED_OUT, events_between
 from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"

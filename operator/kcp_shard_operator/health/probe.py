@@ -1,9 +1,9 @@
 """Ask kcp about one shard: ``/readyz`` and its data identity on the shard, its registration on
-the root shard (the thin shell of :mod:`kcp_shard_operator.core.health`).
+the root shard (the thin shell of :mod:`kcp_shard_operator.core.shard.health`).
 
 Requests go through :class:`~kcp_shard_operator.identitycache.client.ShardClient` (the admin
 kubeconfig's credentials, no redirects followed) with a short timeout. What comes back is a
-:class:`~kcp_shard_operator.core.health.Probe`, never an exception; its messages carry URLs,
+:class:`~kcp_shard_operator.core.shard.health.Probe`, never an exception; its messages carry URLs,
 status codes and socket or TLS errors only, never a credential.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import ssl
 from dataclasses import replace
 
-from kcp_shard_operator.core.frontproxystatus import ROUTE_PATH, Route, interpret_route
-from kcp_shard_operator.core.health import (
+from kcp_shard_operator.core.frontproxy.status import ROUTE_PATH, Route, interpret_route
+from kcp_shard_operator.core.shard.health import (
     SHARD_UNREACHABLE,
     Failure,
     Probe,

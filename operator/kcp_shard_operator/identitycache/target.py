@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import yaml
 
-from kcp_shard_operator.core.issuance import SHARD_BASE_CONTEXT
+from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
 from kcp_shard_operator.kube.kubeconfig import (
     Endpoint,
     KubeconfigError,

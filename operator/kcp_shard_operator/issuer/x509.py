@@ -1,4 +1,4 @@
-"""Keys and certificates with PyCA cryptography: what :mod:`kcp_shard_operator.core.pki`
+"""Keys and certificates with PyCA cryptography: what :mod:`kcp_shard_operator.core.shard.pki`
 decided to issue, signed here (ECDSA P-256 keys, SHA-256 signatures)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.types import CertificatePublicKeyTypes
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kcp_shard_operator.core.issuance import Purpose, Request
+from kcp_shard_operator.core.pki.issuance import Purpose, Request
 
 CLOCK_SKEW = datetime.timedelta(minutes=5)
 """Certificates are valid from a little before now, for clocks a little behind."""

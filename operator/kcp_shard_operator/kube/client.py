@@ -23,7 +23,7 @@ from kcp_shard_operator.constants import (
     SHARD_KIND,
     SHARD_PLURAL,
 )
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.kube.credentials import TokenSource
 from kcp_shard_operator.kube.kubeconfig import Endpoint
 from kcp_shard_operator.kube.tls import ssl_context

@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 
 import yaml
 
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.kube.kubeconfig import (
     Endpoint,
     KubeconfigError,

@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from kcp_shard_operator.core.model import JSON
+from kcp_shard_operator.core.api.model import JSON
 
 PATH_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
 """Fields holding file paths; a relative one is relative to the kubeconfig file that holds it."""

@@ -13,8 +13,8 @@ from collections.abc import Callable
 
 from ruamel.yaml.nodes import Node, ScalarNode, SequenceNode
 
-from kcp_shard_operator.core.flags import FlagOccurrence, find_flag
-from kcp_shard_operator.core.versions import FLAG_GATES, FlagGate, at_least, gate_bounds
+from kcp_shard_operator.core.kcp.flags import FlagOccurrence, find_flag
+from kcp_shard_operator.core.kcp.versions import FLAG_GATES, FlagGate, at_least, gate_bounds
 from kcp_shard_operator.migrate.locate import FLAG, Locator, Unknown
 from kcp_shard_operator.migrate.nodes import Segment, Visit, get, scalar, subtree
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from kcp_shard_operator.core.versions import (
+from kcp_shard_operator.core.kcp.versions import (
     ROOT_SHARD_KUBECONFIG_FLAG,
     InvalidVersionError,
     Version,

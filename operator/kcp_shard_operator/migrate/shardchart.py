@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY, SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.flags import retire, without_flag
-from kcp_shard_operator.core.versions import (
+from kcp_shard_operator.core.kcp.flags import retire, without_flag
+from kcp_shard_operator.core.kcp.versions import (
     CACHE_KUBECONFIG_FLAG,
     ROOT_SHARD_KUBECONFIG_FLAG,
     InvalidVersionError,

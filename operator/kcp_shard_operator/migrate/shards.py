@@ -10,7 +10,7 @@ from __future__ import annotations
 from ruamel.yaml.nodes import MappingNode, SequenceNode
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.versions import (
+from kcp_shard_operator.core.kcp.versions import (
     InvalidVersionError,
     Version,
     ignores_root_shard_flag,

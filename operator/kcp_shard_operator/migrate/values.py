@@ -21,7 +21,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
-from kcp_shard_operator.core.versions import Version
+from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.migrate.arglists import arg_list, stray_flag
 from kcp_shard_operator.migrate.edit import plan_edits
 from kcp_shard_operator.migrate.locate import Finding, Locator

@@ -1,0 +1,181 @@
+"""One reconcile pass over a Shard: read, let the planner decide, write children, then status."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kcp_shard_operator.constants import SHARD_KIND
+from kcp_shard_operator.controller.certificates import issue
+from kcp_shard_operator.controller.cleanup import clean_identity_cache
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.health import shard_health
+from kcp_shard_operator.controller.passes import (
+    API_ERROR,
+    degraded_reason,
+    delete_pdb,
+    metered,
+    now,
+    write_children,
+)
+from kcp_shard_operator.controller.reads import (
+    cache_server_of,
+    front_proxy_of,
+    pods,
+    read,
+    read_secrets,
+    read_shard,
+    root_of,
+)
+from kcp_shard_operator.controller.writes import write_status
+from kcp_shard_operator.core.api.meta import child_name
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.shard.claim import claim_name
+from kcp_shard_operator.core.shard.pki import with_issued
+from kcp_shard_operator.core.shard.plan import plan
+from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.shard.status import (
+    Observation,
+    deployment_revision,
+    invalid_status,
+    pods_refused_by_a_terminating_namespace,
+    rollout_complete,
+    shard_status,
+)
+from kcp_shard_operator.kube.client import (
+    PLURALS,
+    APIError,
+    error_message,
+)
+
+CHILD_KINDS = tuple(
+    (api_version, kind, PLURALS[kind])
+    for api_version, kind in (
+        ("v1", "Service"),
+        ("v1", "PersistentVolumeClaim"),
+        ("apps/v1", "Deployment"),
+        ("policy/v1", "PodDisruptionBudget"),
+    )
+)
+"""(apiVersion, kind, plural) of the objects rendered for a Shard."""
+STORAGE_CLASSES_SECONDS = 10.0
+"""How long a listing of the StorageClasses explains Pending claims before it is read again."""
+
+
+def _child_name(shard: Shard, kind: str) -> str:
+    return claim_name(shard) if kind == "PersistentVolumeClaim" else child_name(shard)
+
+
+def _storage_classes(ctx: Context, claim: JSON | None) -> dict[str, JSON] | None:
+    """The cluster's StorageClasses, read only while the shard's claim is Pending (to say
+    why), and at most once per STORAGE_CLASSES_SECONDS for all Shards (a hundred new claims
+    Pending at once would otherwise list them on each of their passes); None otherwise or
+    when they cannot be read."""
+    if ((claim or {}).get("status") or {}).get("phase") != "Pending":
+        return None
+    listed = ctx.storage_classes
+    if listed is not None and ctx.clock() - listed[0] < STORAGE_CLASSES_SECONDS:
+        return listed[1]
+    try:
+        classes = ctx.kube.storage_classes()
+    except APIError:
+        return None
+    ctx.storage_classes = (ctx.clock(), classes)
+    return classes
+
+
+def _leave(ctx: Context, uid: str, namespace: str, logger: Logger) -> None:
+    """Stop writing for a Shard whose namespace is being deleted: its children go with it,
+    and neither a status nor an Event would tell anything (one line per namespace)."""
+    if namespace not in ctx.terminating.values():
+        logger.info("namespace %s is being deleted: no more writes or Events there", namespace)
+    ctx.terminating[uid] = namespace
+
+
+def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
+    """One level-triggered pass over a Shard: children first, then status.
+
+    A refusal or an unreachable API server ends the pass with one log line (and, when the
+    status can still be written, ``Degraded``), never with a traceback retried by kopf.
+    """
+    metered(
+        ctx, SHARD_KIND, namespace, name, lambda: _reconcile(ctx, namespace, name, logger), logger
+    )
+
+
+def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str | None:
+    """The pass; returns the reason of the problem it ended with, None if none."""
+    obj = read_shard(ctx, namespace, name)
+    if obj is None:
+        return None
+    uid = str(obj["metadata"].get("uid", ""))
+    if obj["metadata"].get("deletionTimestamp"):
+        ctx.terminating.pop(uid, None)
+        ctx.rolled_out.pop(uid, None)
+        return None
+    if uid in ctx.terminating:
+        return None
+    release = ctx.settings.deprecating_release
+    generation = int(obj["metadata"].get("generation", 0))
+    try:
+        shard = parse_shard(obj, release)
+    except SpecError as err:
+        status = invalid_status(obj.get("status"), generation, str(err), now())
+        write_status(ctx, obj, status)
+        return degraded_reason(status)
+    try:
+        root = root_of(ctx, shard)
+        proxy = front_proxy_of(ctx, shard)
+        shard, issuance = issue(ctx, shard, root, logger, proxy)
+        root = None if root is None else with_issued(root, None, proxy=proxy)
+        observed = {
+            kind: read(ctx, api, kind, namespace, _child_name(shard, kind))
+            for api, kind, _ in CHILD_KINDS
+        }
+        secrets = read_secrets(ctx, namespace, shard.spec.secret_names)
+    except APIError as err:
+        seen = Observation(
+            deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
+        )
+        write_status(ctx, obj, shard_status(shard, seen, now()))
+        return API_ERROR
+    if pods_refused_by_a_terminating_namespace(observed["Deployment"]):
+        _leave(ctx, uid, namespace, logger)
+        return None
+    for issued in issuance.events:
+        ctx.announce(obj, issued)
+    classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
+    cache = cache_server_of(ctx, shard)
+    decision = plan(shard, root, observed, release, secrets.revisions, classes, secrets.keys, cache)
+    failures = write_children(ctx, obj, decision.apply, observed, logger)
+    if failures is None:
+        _leave(ctx, uid, namespace, logger)
+        return None
+    if decision.delete_pdb:
+        failures += delete_pdb(ctx, namespace, child_name(shard))
+    deployment = observed.get("Deployment")
+    shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
+    seen = Observation(
+        deployment=deployment,
+        error=decision.error,
+        error_reason=decision.error_reason,
+        waiting=decision.waiting,
+        waiting_reason=decision.waiting_reason,
+        dropped_args=decision.dropped_args,
+        unused_refs=decision.unused_refs,
+        apply_errors=failures,
+        missing_secrets=decision.missing_secrets,
+        missing_keys=decision.missing_keys,
+        pods=shard_pods,
+        storage=decision.storage,
+        claim=observed.get("PersistentVolumeClaim"),
+        storage_problems=decision.storage_problems,
+        pki_problems=issuance.problems,
+        certificates=issuance.certificates,
+        health=shard_health(ctx, shard, root, obj, deployment, logger),
+    )
+    status = shard_status(shard, seen, now())
+    cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
+    if cleaned is not None:
+        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), now())
+    write_status(ctx, obj, status, deployment_revision(deployment))
+    return degraded_reason(status)

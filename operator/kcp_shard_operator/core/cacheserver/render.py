@@ -1,0 +1,239 @@
+"""CacheServer -> its Service, data claim and Deployment (pure).
+
+The cache server runs one replica on its embedded etcd (kcp's ``cache-server`` has no flags
+for an external etcd), on a claim by default, with ``Recreate``: a surge pod would open the
+same etcd. The operator and ``render`` both call :func:`render_cache_server`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_API_VERSION,
+    CACHE_SERVER_KIND,
+    FIELD_MANAGER,
+)
+from kcp_shard_operator.core.api.meta import (
+    INSTANCE_LABEL,
+    NAME_LABEL,
+    SECRETS_ANNOTATION,
+    VERSION_ANNOTATION,
+    stamped,
+    version_label,
+)
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.cacheserver.spec import CHILD_SUFFIX, CacheServer
+from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
+from kcp_shard_operator.core.shard.claim import refused_change
+from kcp_shard_operator.core.shard.plan import (
+    downgrade_refusal,
+    drifted_from,
+    held_at_running_version,
+)
+from kcp_shard_operator.core.shard.spec import STORAGE_DELETE
+
+NAME = "kcp-cache-server"
+"""``app.kubernetes.io/name`` of a cache server's objects."""
+DATA_DIR = "/data"
+TLS_DIR = "/etc/kcp-cache/tls"
+
+
+def child_name(cache: CacheServer) -> str:
+    return f"{cache.name}{CHILD_SUFFIX}"
+
+
+def claim_name(cache: CacheServer) -> str:
+    return f"{child_name(cache)}-data"
+
+
+def serving_secret(cache: CacheServer) -> str:
+    return (
+        cache.spec.serving_cert_secret_ref.name
+        if cache.spec.serving_cert_secret_ref
+        else (f"{child_name(cache)}-serving")
+    )
+
+
+def service_url(cache: CacheServer) -> str:
+    return f"https://{child_name(cache)}.{cache.namespace}.svc:{PORT}"
+
+
+def selector_labels(cache: CacheServer) -> dict[str, str]:
+    return {NAME_LABEL: NAME, INSTANCE_LABEL: cache.name}
+
+
+def labels(cache: CacheServer, *, versioned: bool = False) -> dict[str, str]:
+    result = {
+        **selector_labels(cache),
+        "app.kubernetes.io/component": "cache-server",
+        "app.kubernetes.io/part-of": "kcp",
+        "app.kubernetes.io/managed-by": FIELD_MANAGER,
+    }
+    if versioned:
+        result["app.kubernetes.io/version"] = version_label(cache.spec.kcp_version)
+    return result
+
+
+def owner_reference(cache: CacheServer) -> JSON:
+    return {
+        "apiVersion": CACHE_SERVER_API_VERSION,
+        "kind": CACHE_SERVER_KIND,
+        "name": cache.name,
+        "uid": cache.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def metadata(
+    cache: CacheServer, *, name: str | None = None, versioned: bool = False, owned: bool = True
+) -> JSON:
+    meta: JSON = {
+        "name": name or child_name(cache),
+        "namespace": cache.namespace,
+        "labels": labels(cache, versioned=versioned),
+    }
+    if cache.uid and owned:
+        meta["ownerReferences"] = [owner_reference(cache)]
+    return meta
+
+
+def service(cache: CacheServer) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(cache),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(cache),
+            "ports": [{"name": "https", "port": PORT, "targetPort": PORT, "protocol": "TCP"}],
+        },
+    }
+
+
+def claim(cache: CacheServer) -> JSON:
+    storage = cache.spec.storage_or_default
+    spec: JSON = {
+        "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": storage.size}},
+    }
+    if storage.storage_class_name:
+        spec["storageClassName"] = storage.storage_class_name
+    owned = storage.when_deleted == STORAGE_DELETE
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": metadata(cache, name=claim_name(cache), owned=owned),
+        "spec": spec,
+    }
+
+
+def args() -> list[str]:
+    """The cache server's flags (``--root-directory`` only in its ``=`` form: the binary
+    picks it out of the arguments by prefix before it parses the rest)."""
+    return [
+        f"--root-directory={DATA_DIR}",
+        f"--secure-port={PORT}",
+        f"--tls-cert-file={TLS_DIR}/tls.crt",
+        f"--tls-private-key-file={TLS_DIR}/tls.key",
+    ]
+
+
+def deployment(cache: CacheServer, revisions: Mapping[str, str] | None) -> JSON:
+    spec = cache.spec
+    ephemeral = bool(spec.storage_or_default.ephemeral)
+    data: JSON = (
+        {"name": "data", "emptyDir": {}}
+        if ephemeral
+        else {"name": "data", "persistentVolumeClaim": {"claimName": claim_name(cache)}}
+    )
+    pod = Pod(args=args(), volumes=[data], mounts=[{"name": "data", "mountPath": DATA_DIR}])
+    pod.mount_secret("serving", serving_secret(cache), TLS_DIR, None)
+    pod.volumes.append({"name": "tmp", "emptyDir": {}})
+    pod.mounts.append({"name": "tmp", "mountPath": "/tmp"})
+    pod_spec = kcp_pod_spec("cache-server", ["/cache-server"], pod, spec)
+    annotations = {VERSION_ANNOTATION: spec.version}
+    if revisions is not None:
+        annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(cache, versioned=True),
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": selector_labels(cache)},
+            "strategy": {"type": "Recreate"},
+            "template": {
+                "metadata": {"labels": labels(cache, versioned=True), "annotations": annotations},
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+@dataclass(frozen=True)
+class RenderedCache:
+    service: JSON
+    deployment: JSON
+    claim: JSON | None
+
+    @property
+    def objects(self) -> list[JSON]:
+        """In the order they are applied: the claim before the pod that mounts it."""
+        return [self.service, *([self.claim] if self.claim else []), self.deployment]
+
+
+def render_cache_server(
+    cache: CacheServer, secret_revisions: Mapping[str, str] | None = None
+) -> RenderedCache:
+    ephemeral = bool(cache.spec.storage_or_default.ephemeral)
+    return RenderedCache(
+        service=stamped(service(cache)),
+        deployment=stamped(deployment(cache, secret_revisions)),
+        claim=None if ephemeral else stamped(claim(cache)),
+    )
+
+
+@dataclass(frozen=True)
+class CacheWrites:
+    """What one pass writes of a CacheServer's children, and what it holds back."""
+
+    writes: list[JSON]
+    refused: list[str] = field(default_factory=list)
+    """Children not written, with why: a claim change the volume cannot take."""
+    downgrade: str | None = None
+    """Why the Deployment stays at the kcp version it runs (an older minor was asked for)."""
+
+
+def children_to_write(
+    cache: CacheServer,
+    observed: Mapping[str, JSON | None],
+    secret_revisions: Mapping[str, str] | None,
+    serving_found: bool,
+) -> CacheWrites:
+    """The children a pass writes (those that drifted), and why others are not written: a
+    claim change the volume cannot take; no Deployment while its serving certificate is
+    missing (the pod could not start: nothing is rolled); no older minor release on the etcd
+    a newer one has written (the Deployment stays at its version)."""
+    live_deployment = observed.get("Deployment")
+    downgrade = downgrade_refusal(
+        "cache server", cache.spec.kcp_version, live_deployment, child_name(cache)
+    )
+    target = held_at_running_version(cache, live_deployment) if downgrade else cache
+    rendered = render_cache_server(target or cache, secret_revisions)
+    writes: list[JSON] = []
+    refused: list[str] = []
+    for child in rendered.objects:
+        kind, live = child["kind"], observed.get(child["kind"])
+        if kind == "PersistentVolumeClaim":
+            refusal = refused_change(child, live)
+            if refusal:
+                refused.append(f"{kind} {child['metadata']['name']}: {refusal}")
+                continue
+        if kind == "Deployment" and (not serving_found or target is None):
+            continue
+        if drifted_from(live, child):
+            writes.append(child)
+    return CacheWrites(writes, refused, downgrade)

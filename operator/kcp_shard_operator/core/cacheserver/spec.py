@@ -1,0 +1,166 @@
+"""The CacheServer custom resource: kcp's cache server, typed spec model and validation.
+
+Every shard of an installation replicates the objects others need (the core APIExports among
+them) into the cache server and reads them from there; from the deprecating release on, a
+non-root shard reads the APIExport identities there instead of from the root shard.
+
+kcp's ``cache-server`` binary has no external-etcd flags and no authentication (it trusts
+every client that reaches it over TLS), so the spec has no etcd section, and the Service is
+meant for the installation's shards only.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kcp_shard_operator.core.api.model import JSON, SpecError, field
+from kcp_shard_operator.core.api.objects import KcpObject, parse_object
+from kcp_shard_operator.core.api.refs import LocalObjectRef
+from kcp_shard_operator.core.kcp.podfields import (
+    affinity_field,
+    check_pod_fields,
+    node_selector_field,
+    resources_field,
+    tolerations_field,
+)
+from kcp_shard_operator.core.kcp.versions import (
+    VERSION_PATTERN,
+    Version,
+)
+from kcp_shard_operator.core.pki.spec import (
+    PKISpec,
+    check_pki,
+    lifetime_field,
+    renew_before_field,
+)
+from kcp_shard_operator.core.shard.spec import (
+    MAX_VERSION_LENGTH,
+    NAME_PATTERN,
+    ImageSpec,
+    StorageSpec,
+    check_storage,
+    checked_version,
+)
+
+CHILD_SUFFIX = "-cache"
+MAX_NAME_LENGTH = 63 - len(CHILD_SUFFIX)
+
+
+@dataclass(frozen=True)
+class CachePKISpec:
+    """What the operator issues for the cache server: its CA, serving certificate and the
+    kubeconfig the shards reach it with."""
+
+    issue: bool = field(
+        "issue",
+        "Issue the CA (<name>-cache-ca), the serving certificate (<name>-cache-serving) and "
+        "the shards' kubeconfig (<name>-cache-kubeconfig). false: spec.servingCertSecretRef "
+        "is required and the shards name their cache kubeconfig themselves.",
+        default=True,
+    )
+    certificate_lifetime: str = lifetime_field("CacheServer")
+    renew_before: str = renew_before_field()
+
+
+@dataclass(frozen=True)
+class CacheServerSpec:
+    """Desired state of a kcp cache server."""
+
+    version: str = field(
+        "version",
+        "kcp version of the cache server, semver without a leading v (e.g. 0.28.0).",
+        pattern=VERSION_PATTERN,
+        maxLength=MAX_VERSION_LENGTH,
+    )
+    image: ImageSpec = field(
+        "image",
+        "Container image (kcp's image, which holds /cache-server).",
+        default_factory=ImageSpec,
+    )
+    storage: StorageSpec | None = field(
+        "storage",
+        "Volume of the cache server's root directory, which holds its embedded etcd (default: "
+        "a PersistentVolumeClaim of 10Gi). The cache holds copies the shards write again, but "
+        "while it is empty a shard that needs it cannot start.",
+        default=None,
+    )
+    serving_cert_secret_ref: LocalObjectRef | None = field(
+        "servingCertSecretRef",
+        "kubernetes.io/tls Secret with the serving certificate (tls.crt, tls.key); unset: "
+        "issued (spec.pki).",
+        default=None,
+    )
+    pki: CachePKISpec = field("pki", "What the operator issues.", default_factory=CachePKISpec)
+    resources: JSON | None = resources_field()
+    node_selector: dict[str, str] = node_selector_field()
+    tolerations: list[JSON] = tolerations_field()
+    affinity: JSON | None = affinity_field()
+
+    @property
+    def kcp_version(self) -> Version:
+        return Version.parse(self.version)
+
+    @property
+    def storage_or_default(self) -> StorageSpec:
+        return self.storage or StorageSpec()
+
+    @property
+    def image_ref(self) -> str:
+        return self.image.ref(self.version)
+
+    @property
+    def as_pki(self) -> PKISpec:
+        return PKISpec(
+            issue=self.pki.issue,
+            certificate_lifetime=self.pki.certificate_lifetime,
+            renew_before=self.pki.renew_before,
+        )
+
+
+@dataclass(frozen=True)
+class CacheServer(KcpObject[CacheServerSpec]):
+    """A CacheServer object: identity plus validated spec and the raw status."""
+
+
+RULES: tuple[tuple[str, str, Callable[[CacheServerSpec], bool]], ...] = (
+    (
+        "(has(self.pki) && has(self.pki.issue) && !self.pki.issue) ? "
+        "has(self.servingCertSecretRef) : true",
+        "spec.pki.issue false needs spec.servingCertSecretRef: the cache server serves TLS only",
+        lambda spec: spec.pki.issue or spec.serving_cert_secret_ref is not None,
+    ),
+    (
+        "!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
+        "spec.version with build metadata (+...) needs spec.image.tag: an image tag cannot "
+        "contain '+'",
+        lambda spec: "+" not in spec.version or bool(spec.image.tag),
+    ),
+)
+
+
+def validate(spec: CacheServerSpec) -> None:
+    """Rules beyond the schema's types; raises :class:`SpecError`."""
+    checked_version(spec.version)
+    for _, message, holds in RULES:
+        if not holds(spec):
+            raise SpecError("spec", message)
+    check_pki(spec.as_pki)
+    check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
+    check_storage(spec.storage)
+
+
+def check_name(name: str) -> None:
+    if len(name) > MAX_NAME_LENGTH or not re.match(NAME_PATTERN, name):
+        raise SpecError(
+            "metadata.name",
+            f"{name!r} must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters: "
+            f"its Service is <name>{CHILD_SUFFIX}",
+        )
+
+
+def parse_cache_server(obj: Any) -> CacheServer:
+    """A validated :class:`CacheServer` from a Kubernetes object mapping."""
+    return parse_object(obj, CacheServer, CacheServerSpec, check_name, validate)

@@ -1,0 +1,129 @@
+"""What one pass over a FrontProxy should do (pure): apply, wait, or report an error.
+
+The front-proxy is the last of an installation to move: it starts once its root shard is
+Ready, and rolls to a new kcp version only once every shard of the installation (the root
+and the shards naming it) runs that version or a newer one. While it waits, the rest of its
+spec still applies at the version it runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.frontproxy.render import SPEC_FIELDS, render_front_proxy, root_name
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy
+from kcp_shard_operator.core.kcp.podtemplate import secret_names
+from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.shard.plan import (
+    ROOT_SHARD_NOT_FOUND,
+    absent_secrets,
+    drifted_from,
+    held_at_running_version,
+)
+from kcp_shard_operator.core.shard.secretkeys import missing_keys
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.status import (
+    READY,
+    WAITING_FOR_ROOT_SHARD,
+    WAITING_FOR_SHARDS,
+    condition,
+    deployed_version,
+)
+
+POD_KINDS = frozenset({"Deployment", "PodDisruptionBudget"})
+
+
+@dataclass(frozen=True)
+class ProxyPlan:
+    """Objects to bring in line, and why nothing (or not everything) is applied."""
+
+    apply: list[JSON] = field(default_factory=list)
+    delete_pdb: bool = False
+    waiting: str | None = None
+    waiting_reason: str = WAITING_FOR_ROOT_SHARD
+    error: str | None = None
+    error_reason: str = "InvalidSpec"
+    missing_secrets: list[str] = field(default_factory=list)
+    missing_keys: list[str] = field(default_factory=list)
+
+
+def shard_ready(shard: Shard) -> bool:
+    """Whether ``shard`` has rolled out and says it is Ready."""
+    ready = condition(shard.status, READY) or {}
+    return ready.get("status") == "True" and shard.status_version is not None
+
+
+def waiting_for(
+    proxy: FrontProxy, root: Shard, shards: Collection[Shard], deployment: JSON | None
+) -> tuple[str, str] | None:
+    """(reason, message) of what ``proxy`` waits for before it starts or rolls to its spec
+    version; None when it may go ahead. ``shards`` are the installation's Shards, the root
+    among them."""
+    wanted = proxy.spec.version
+    if deployed_version(deployment) == wanted:
+        return None
+    if deployment is None:
+        if shard_ready(root):
+            return None
+        return (
+            WAITING_FOR_ROOT_SHARD,
+            f"root shard {root.name} is not Ready yet; the front-proxy starts once it is",
+        )
+    target = proxy.spec.kcp_version
+    behind = [
+        f"{shard.name} runs kcp {shard.status_version or '(not rolled out yet)'}"
+        for shard in sorted(shards, key=lambda found: found.name)
+        if shard.status_version is None or shard.status_version < target
+    ]
+    if not behind:
+        return None
+    return (
+        WAITING_FOR_SHARDS,
+        f"{'; '.join(behind)}: the front-proxy rolls to kcp {wanted} once every shard of "
+        f"{root.name} runs kcp {wanted} or newer",
+    )
+
+
+def plan_front_proxy(
+    proxy: FrontProxy,
+    root: Shard | None,
+    shards: Collection[Shard],
+    observed: Mapping[str, JSON | None],
+    deprecating_release: Version,
+    secret_revisions: Mapping[str, str] | None = None,
+    secret_keys: Mapping[str, Collection[str]] | None = None,
+) -> ProxyPlan:
+    """Decide the pass for ``proxy``: ``root`` is its root Shard (None: not found), ``shards``
+    the installation's Shards, ``observed`` maps kind -> live child or None,
+    ``secret_revisions`` the resourceVersions of the Secrets that exist."""
+    if root is None:
+        return ProxyPlan(
+            error=f"root Shard {root_name(proxy)!r} (spec.rootShardRef) not found in "
+            f"{proxy.namespace}",
+            error_reason=ROOT_SHARD_NOT_FOUND,
+        )
+    deployment = observed.get("Deployment")
+    waits = waiting_for(proxy, root, shards, deployment)
+    held = None if waits is None else held_at_running_version(proxy, deployment)
+    target = held or proxy
+    try:
+        rendered = render_front_proxy(target, root, deprecating_release, secret_revisions)
+    except SpecError as err:
+        return ProxyPlan(error=str(err))
+    pod_spec = rendered.deployment["spec"]["template"]["spec"]
+    missing = absent_secrets(secret_names(pod_spec), secret_revisions)
+    objects = rendered.objects
+    if deployment is None and (waits is not None or missing):
+        # Nothing would start: the root is not serving, or a certificate is not there yet.
+        objects = [obj for obj in objects if obj["kind"] not in POD_KINDS]
+    reason, waiting = waits if waits is not None else (WAITING_FOR_ROOT_SHARD, None)
+    return ProxyPlan(
+        apply=[obj for obj in objects if drifted_from(observed.get(obj["kind"]), obj)],
+        delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
+        waiting=waiting,
+        waiting_reason=reason,
+        missing_secrets=missing,
+        missing_keys=missing_keys(pod_spec, secret_keys or {}, SPEC_FIELDS),
+    )

@@ -1,0 +1,282 @@
+"""The CustomResourceDefinitions of the operator's kinds, generated from the spec models."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.constants import (
+    API_GROUP,
+    API_VERSION,
+    CACHE_SERVER_KIND,
+    CACHE_SERVER_PLURAL,
+    FRONT_PROXY_KIND,
+    FRONT_PROXY_PLURAL,
+    SHARD_KIND,
+    SHARD_PLURAL,
+)
+from kcp_shard_operator.core.api.model import JSON, object_schema
+from kcp_shard_operator.core.cacheserver import spec as cachespec
+from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
+from kcp_shard_operator.core.shard.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
+
+
+def _condition_schema() -> JSON:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "required": ["type", "status"],
+        "properties": {
+            "type": text,
+            "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+            "reason": text,
+            "message": text,
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "lastTransitionTime": {"type": "string", "format": "date-time"},
+        },
+    }
+
+
+def _column(name: str, path: str, type_: str = "string") -> JSON:
+    return {"name": name, "type": type_, "jsonPath": path}
+
+
+def _ready_column() -> JSON:
+    return _column("Ready", '.status.conditions[?(@.type=="Ready")].status')
+
+
+def _conditions_schema() -> JSON:
+    return {
+        "type": "array",
+        "items": _condition_schema(),
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+    }
+
+
+def _crd(
+    kind: str,
+    plural: str,
+    description: str,
+    spec: JSON,
+    status: JSON,
+    columns: list[JSON],
+    name_rule: JSON,
+) -> JSON:
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{API_GROUP}",
+            "labels": {"app.kubernetes.io/name": "kcp-shard-operator"},
+        },
+        "spec": {
+            "group": API_GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": kind.lower(),
+                "categories": ["kcp"],
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": API_VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": [
+                        *columns,
+                        _column("Age", ".metadata.creationTimestamp", "date"),
+                    ],
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": description,
+                            "required": ["spec"],
+                            "x-kubernetes-validations": [name_rule],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec,
+                                "status": status,
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def _name_rule(max_length: int, service: str) -> JSON:
+    return {
+        "rule": f"size(self.metadata.name) <= {max_length} && "
+        f"self.metadata.name.matches('{NAME_PATTERN}')",
+        "message": f"metadata.name must be a DNS-1035 label of at most {max_length} "
+        f"characters: the {service}",
+    }
+
+
+def status_schema() -> JSON:
+    return {
+        "type": "object",
+        "description": "Observed state of the shard, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version that is fully rolled out on every replica.",
+            },
+            "phase": {"type": "string"},
+            "readyReplicas": {"type": "integer"},
+            "dataUID": {
+                "type": "string",
+                "description": "UID of the LogicalCluster of the shard's system:shard logical "
+                "cluster when the operator first verified it. kcp creates that object on an "
+                "empty etcd only: another UID means the shard's data is gone (DataLost).",
+            },
+            "certificates": {
+                "type": "array",
+                "description": "The certificates and kubeconfigs the operator issued for the "
+                "shard (spec.pki), and when each expires.",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "secret": {"type": "string"},
+                        "notAfter": {"type": "string", "format": "date-time"},
+                    },
+                },
+            },
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def shard_crd() -> JSON:
+    spec = object_schema(ShardSpec)
+    spec["x-kubernetes-validations"] = [rule.as_schema() for rule in SPEC_RULES]
+    columns = [
+        _column("Root", ".spec.rootShardRef.name"),
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Verified", '.status.conditions[?(@.type=="DataVerified")].status'),
+        _column("Phase", ".status.phase"),
+    ]
+    return _crd(
+        SHARD_KIND,
+        SHARD_PLURAL,
+        "A kcp shard run by kcp-shard-operator.",
+        spec,
+        status_schema(),
+        columns,
+        _name_rule(MAX_NAME_LENGTH, "Shard's Service is <name>-kcp"),
+    )
+
+
+def cache_server_status_schema() -> JSON:
+    return {
+        "type": "object",
+        "description": "Observed state of the cache server, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version of the cache server that is rolled out and Ready.",
+            },
+            "phase": {"type": "string"},
+            "url": {
+                "type": "string",
+                "description": "Where the shards reach the cache server (its Service).",
+            },
+            "kubeconfigSecret": {
+                "type": "string",
+                "description": "The issued kubeconfig the shards naming it mount.",
+            },
+            "certificates": status_schema()["properties"]["certificates"],
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def cache_server_crd() -> JSON:
+    spec = object_schema(cachespec.CacheServerSpec)
+    spec["x-kubernetes-validations"] = [
+        {"rule": rule, "message": message} for rule, message, _ in cachespec.RULES
+    ]
+    columns = [
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Phase", ".status.phase"),
+    ]
+    return _crd(
+        CACHE_SERVER_KIND,
+        CACHE_SERVER_PLURAL,
+        "A kcp cache server run by kcp-shard-operator.",
+        spec,
+        cache_server_status_schema(),
+        columns,
+        _name_rule(cachespec.MAX_NAME_LENGTH, "CacheServer's Service is <name>-cache"),
+    )
+
+
+def front_proxy_status_schema() -> JSON:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "description": "Observed state of the front-proxy, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version rolled out on every front-proxy replica.",
+            },
+            "phase": text,
+            "readyReplicas": {"type": "integer"},
+            "url": {
+                "type": "string",
+                "description": "Where users reach the front-proxy (spec.externalURL, else its "
+                "Service); the installation's shards advertise it.",
+            },
+            "serviceURL": {
+                "type": "string",
+                "description": "Where the shards and the operator reach it (its Service).",
+            },
+            "adminKubeconfigSecret": {
+                "type": "string",
+                "description": "The issued admin kubeconfig for users (system:kcp:admin).",
+            },
+            "certificates": status_schema()["properties"]["certificates"],
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def front_proxy_crd() -> JSON:
+    spec = object_schema(frontproxyspec.FrontProxySpec)
+    spec["x-kubernetes-validations"] = [
+        {"rule": rule, "message": message} for rule, message, _ in frontproxyspec.RULES
+    ]
+    columns = [
+        _column("Root", ".spec.rootShardRef.name"),
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Routing", '.status.conditions[?(@.type=="Routing")].status'),
+        _column("Phase", ".status.phase"),
+        _column("URL", ".status.url"),
+    ]
+    return _crd(
+        FRONT_PROXY_KIND,
+        FRONT_PROXY_PLURAL,
+        "A kcp front-proxy run by kcp-shard-operator.",
+        spec,
+        front_proxy_status_schema(),
+        columns,
+        _name_rule(frontproxyspec.MAX_NAME_LENGTH, "FrontProxy's Service is <name>-front-proxy"),
+    )
+
+
+def crds() -> list[JSON]:
+    return [shard_crd(), cache_server_crd(), front_proxy_crd()]

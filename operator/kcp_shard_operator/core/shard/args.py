@@ -1,0 +1,159 @@
+"""Shard -> the ``kcp start`` arguments of its pods, with the Secret volumes they mount (pure).
+
+Every flag a Shard's spec sets is rendered here, gated by kcp version through the flag table
+(:mod:`kcp_shard_operator.core.kcp.versions`).
+"""
+
+from __future__ import annotations
+
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.kcp.flags import refuse_overrides, retire
+from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod
+from kcp_shard_operator.core.kcp.versions import (
+    CACHE_KUBECONFIG_FLAG,
+    ROOT_SHARD_KUBECONFIG_FLAG,
+    Role,
+    Version,
+    flag_applies,
+    retired_flags,
+)
+from kcp_shard_operator.core.shard.service import base_url
+from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
+
+ROOT_DIRECTORY = "/var/lib/kcp"
+
+
+REQUEST_HEADER_FLAGS = (
+    "--requestheader-username-headers=X-Remote-User",
+    "--requestheader-group-headers=X-Remote-Group",
+    "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+)
+"""The headers kcp's front-proxy sets on the requests it forwards."""
+
+SPEC_FIELDS = {
+    "--shard-base-url": "spec.baseURL",
+    "--shard-external-url": "spec.externalURL",
+    "--etcd-servers": "spec.etcd.endpoints",
+    "--etcd-prefix": "spec.etcd.prefix",
+    **dict.fromkeys(
+        ("--etcd-cafile", "--etcd-certfile", "--etcd-keyfile"), "spec.etcd.tlsSecretRef"
+    ),
+    **dict.fromkeys(("--tls-cert-file", "--tls-private-key-file"), "spec.tls.servingCertSecretRef"),
+    "--client-ca-file": "spec.tls.clientCASecretRef",
+    **dict.fromkeys(
+        ("--service-account-key-file", "--service-account-private-key-file"),
+        "spec.tls.serviceAccountKeySecretRef",
+    ),
+    **dict.fromkeys(
+        ("--requestheader-client-ca-file", *(flag.split("=")[0] for flag in REQUEST_HEADER_FLAGS)),
+        "spec.tls.requestHeaderClientCASecretRef",
+    ),
+    **dict.fromkeys(
+        ("--shard-client-cert-file", "--shard-client-key-file"), "spec.tls.shardClientCertSecretRef"
+    ),
+    "--root-ca-file": "spec.tls.rootCASecretRef",
+    "--logical-cluster-admin-kubeconfig": "spec.logicalClusterAdminKubeconfigSecretRef",
+    "--external-logical-cluster-admin-kubeconfig": (
+        "spec.externalLogicalClusterAdminKubeconfigSecretRef"
+    ),
+    CACHE_KUBECONFIG_FLAG: "spec.cache.kubeconfigSecretRef",
+    ROOT_SHARD_KUBECONFIG_FLAG: "spec.rootShardKubeconfigSecretRef",
+}
+"""The spec field each rendered flag comes from. The others (``--root-directory``,
+``--secure-port``, ``--shard-name``) are the operator's own: no field sets them."""
+
+
+def kcp_flags(
+    shard: Shard, root_name: str | None, deprecating_release: Version, data: JSON
+) -> tuple[Pod, list[str], list[str]]:
+    """The pod's ``kcp start`` arguments, volumes and mounts; ``data`` is the volume of the
+    root directory. Also returns the extra arguments dropped and the refs left unused."""
+    spec = shard.spec
+    version = spec.kcp_version
+    role = Role.ROOT if spec.is_root else Role.NON_ROOT
+    pod = Pod()
+    pod.volumes.append(data)
+    pod.mounts.append({"name": data["name"], "mountPath": ROOT_DIRECTORY})
+    args = pod.args
+    args.append(f"--root-directory={ROOT_DIRECTORY}")
+    if not spec.is_root:
+        args.append(f"--shard-name={shard.name}")
+    args.append(f"--shard-base-url={base_url(shard)}")
+    if spec.external_url:
+        args.append(f"--shard-external-url={spec.external_url}")
+    args.append(f"--secure-port={PORT}")
+    if spec.etcd.endpoints:
+        args.append(f"--etcd-servers={','.join(spec.etcd.endpoints)}")
+        if spec.etcd.prefix:
+            args.append(f"--etcd-prefix={spec.etcd.prefix}")
+        if spec.etcd.tls_secret_ref:
+            etcd_dir = pod.secret_dir("etcd-tls", spec.etcd.tls_secret_ref, "/etc/kcp/etcd")
+            args += [
+                f"--etcd-cafile={etcd_dir}/ca.crt",
+                f"--etcd-certfile={etcd_dir}/tls.crt",
+                f"--etcd-keyfile={etcd_dir}/tls.key",
+            ]
+    tls = spec.tls
+    if tls.serving_cert_secret_ref:
+        serving = pod.secret_dir(
+            "serving-cert", tls.serving_cert_secret_ref, "/etc/kcp/tls/serving"
+        )
+        args += [f"--tls-cert-file={serving}/tls.crt", f"--tls-private-key-file={serving}/tls.key"]
+    if tls.client_ca_secret_ref:
+        ca_dir = pod.secret_dir("client-ca", tls.client_ca_secret_ref, "/etc/kcp/tls/client-ca")
+        args.append(f"--client-ca-file={ca_dir}/ca.crt")
+    if tls.service_account_key_secret_ref:
+        sa_dir = pod.secret_dir(
+            "service-account-key", tls.service_account_key_secret_ref, "/etc/kcp/tls/sa"
+        )
+        args += [
+            f"--service-account-key-file={sa_dir}/tls.key",
+            f"--service-account-private-key-file={sa_dir}/tls.key",
+        ]
+    if tls.request_header_client_ca_secret_ref:
+        path = pod.ca_file(
+            "requestheader-client-ca",
+            tls.request_header_client_ca_secret_ref,
+            "/etc/kcp/tls/requestheader-client-ca",
+        )
+        args += [f"--requestheader-client-ca-file={path}", *REQUEST_HEADER_FLAGS]
+    if tls.shard_client_cert_secret_ref:
+        client = pod.secret_dir(
+            "shard-client-cert", tls.shard_client_cert_secret_ref, "/etc/kcp/tls/shard-client"
+        )
+        args += [
+            f"--shard-client-cert-file={client}/tls.crt",
+            f"--shard-client-key-file={client}/tls.key",
+        ]
+    if tls.root_ca_secret_ref:
+        path = pod.ca_file("root-ca", tls.root_ca_secret_ref, "/etc/kcp/tls/root-ca")
+        args.append(f"--root-ca-file={path}")
+    lca_ref = spec.logical_cluster_admin_kubeconfig_secret_ref
+    if lca_ref:
+        path = pod.kubeconfig("logical-cluster-admin", lca_ref, "/etc/kcp/logical-cluster-admin")
+        args.append(f"--logical-cluster-admin-kubeconfig={path}")
+    external_lca_ref = spec.external_logical_cluster_admin_kubeconfig_secret_ref
+    if external_lca_ref:
+        path = pod.kubeconfig(
+            "external-logical-cluster-admin",
+            external_lca_ref,
+            "/etc/kcp/external-logical-cluster-admin",
+        )
+        args.append(f"--external-logical-cluster-admin-kubeconfig={path}")
+    cache_ref = spec.cache.kubeconfig_ref
+    if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
+        path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
+        args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")
+    unused: list[str] = []
+    root_ref = spec.root_shard_kubeconfig_secret_ref
+    if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):
+        if root_ref is None:
+            raise missing_root_kubeconfig(version, deprecating_release)
+        path = pod.kubeconfig("root-shard-kubeconfig", root_ref, "/etc/kcp/root-shard")
+        args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
+    elif root_ref is not None:
+        unused.append("spec.rootShardKubeconfigSecretRef")
+    extra, dropped = retire(spec.extra_args, retired_flags(version, role, deprecating_release))
+    refuse_overrides(args, extra, SPEC_FIELDS)
+    args += extra
+    return pod, dropped, unused
