@@ -15,7 +15,8 @@ from kcp_shard_operator.controller.shard import reconcile
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.status import Route
 from kcp_shard_operator.core.shard.health import Failure, Probe, ProbeTarget, Registered
-from kcp_shard_operator.core.shard.status import DEPLOYMENT_REVISION, Event
+from kcp_shard_operator.core.status.deployments import DEPLOYMENT_REVISION
+from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.identitycache.policy import Outcome, Result
 from kcp_shard_operator.kube.client import RefusedError
 

@@ -11,7 +11,7 @@ import pytest
 from kcp_shard_operator.cli.cleanup import report
 from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.core.kcp.versions import Version
-from kcp_shard_operator.core.shard.status import IDENTITY_CACHE_CLEANED
+from kcp_shard_operator.core.status.conditions import IDENTITY_CACHE_CLEANED
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import (
     ROOT_TYPE_ANNOTATION,

@@ -28,7 +28,7 @@ from kcp_shard_operator.core.installation.steps import (
     Step,
     plan_upgrade,
 )
-from kcp_shard_operator.core.shard.status import deployed_version
+from kcp_shard_operator.core.status.deployments import deployed_version
 
 from .conftest import RELEASE, shard_object
 from .fake_kube import FakeKube, context, run, watched

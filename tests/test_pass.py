@@ -13,7 +13,7 @@ from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import contains
 from kcp_shard_operator.core.shard.render import render_shard
-from kcp_shard_operator.core.shard.status import Event
+from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
 from kcp_shard_operator.kube.client import RefusedError, namespace_terminating
 

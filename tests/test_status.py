@@ -8,15 +8,10 @@ from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import Health
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import (
-    Observation,
-    change_event,
-    condition,
-    events_between,
-    invalid_status,
-    rollout_complete,
-    shard_status,
-)
+from kcp_shard_operator.core.shard.status import Observation, shard_status
+from kcp_shard_operator.core.status.conditions import condition, invalid_status
+from kcp_shard_operator.core.status.deployments import rollout_complete
+from kcp_shard_operator.core.status.events import change_event, events_between
 
 from .conftest import make, shard_object
 

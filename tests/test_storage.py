@@ -20,7 +20,8 @@ from kcp_shard_operator.core.shard.claim import (
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import parse_shard
-from kcp_shard_operator.core.shard.status import Observation, events_between, shard_status
+from kcp_shard_operator.core.shard.status import Observation, shard_status
+from kcp_shard_operator.core.status.events import events_between
 
 from .conftest import RELEASE, make, shard_object
 from .fake_kube import Effects, FakeKube, context, refused, run, watched

@@ -25,7 +25,7 @@ from kcp_shard_operator.core.installation.steps import (
 )
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import deployed_version
+from kcp_shard_operator.core.status.deployments import deployed_version
 from kcp_shard_operator.identitycache.policy import Action, decide
 
 from .conftest import RELEASE, non_root_object, shard_object

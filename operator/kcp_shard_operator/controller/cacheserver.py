@@ -19,11 +19,8 @@ from kcp_shard_operator.core.cacheserver.render import (
 )
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.cacheserver.status import CacheObservation, cache_server_status
-from kcp_shard_operator.core.shard.status import (
-    deployment_revision,
-    invalid_status,
-    rollout_complete,
-)
+from kcp_shard_operator.core.status.conditions import invalid_status
+from kcp_shard_operator.core.status.deployments import deployment_revision, rollout_complete
 
 
 def reconcile_cache_server(ctx: Context, namespace: str, name: str, logger: Logger) -> None:

@@ -14,7 +14,7 @@ from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki import issuance, renewal
 from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import Event
+from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.issuer import x509
 from kcp_shard_operator.kube.client import APIError, RefusedError, error_message
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import IDENTITY_CACHE_CLEANED, Condition
+from kcp_shard_operator.core.status.conditions import IDENTITY_CACHE_CLEANED, Condition
 from kcp_shard_operator.identitycache import policy as identitycache
 from kcp_shard_operator.kube.client import APIError, error_message
 

@@ -21,7 +21,7 @@ from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.status import Route
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.health import Probe, ProbeTarget
-from kcp_shard_operator.core.shard.status import Event
+from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.health.probe import probe_front_proxy, probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome

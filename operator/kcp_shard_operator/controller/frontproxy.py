@@ -42,11 +42,8 @@ from kcp_shard_operator.core.frontproxy.status import (
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import (
-    deployment_revision,
-    invalid_status,
-    rollout_complete,
-)
+from kcp_shard_operator.core.status.conditions import invalid_status
+from kcp_shard_operator.core.status.deployments import deployment_revision, rollout_complete
 
 CHILDREN = (
     ("v1", "Service"),

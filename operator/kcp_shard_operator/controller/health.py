@@ -21,7 +21,8 @@ from kcp_shard_operator.core.shard.health import (
     no_admin_kubeconfig,
 )
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import condition, rollout_complete
+from kcp_shard_operator.core.status.conditions import condition
+from kcp_shard_operator.core.status.deployments import rollout_complete
 from kcp_shard_operator.kube.client import APIError, error_message
 
 PROBE_INTERVAL_SECONDS = 25.0

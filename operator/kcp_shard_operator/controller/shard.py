@@ -33,13 +33,12 @@ from kcp_shard_operator.core.shard.claim import claim_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
-from kcp_shard_operator.core.shard.status import (
-    Observation,
+from kcp_shard_operator.core.shard.status import Observation, shard_status
+from kcp_shard_operator.core.status.conditions import invalid_status
+from kcp_shard_operator.core.status.deployments import (
     deployment_revision,
-    invalid_status,
     pods_refused_by_a_terminating_namespace,
     rollout_complete,
-    shard_status,
 )
 from kcp_shard_operator.kube.client import (
     PLURALS,

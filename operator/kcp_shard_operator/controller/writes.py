@@ -15,7 +15,8 @@ from kcp_shard_operator.core.shard.plan import (
     foreign_fields,
     replacement,
 )
-from kcp_shard_operator.core.shard.status import ROLLED_OUT, events_between
+from kcp_shard_operator.core.status.conditions import ROLLED_OUT
+from kcp_shard_operator.core.status.events import events_between
 from kcp_shard_operator.kube.client import RefusedError
 
 UNCHANGED = "unchanged"

@@ -21,7 +21,7 @@ from kcp_shard_operator.core.kcp.versions import Version, parse_or_none
 from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
 from kcp_shard_operator.core.shard.pki import ADMIN_GROUP
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import IDENTITY_CACHE_CLEANED, Condition, condition
+from kcp_shard_operator.core.status.conditions import IDENTITY_CACHE_CLEANED, Condition, condition
 
 CONFIGMAP_NAME = "apiexport-identity-cache"
 CONFIGMAP_NAMESPACE = "default"

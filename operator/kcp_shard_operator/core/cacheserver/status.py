@@ -15,16 +15,18 @@ from kcp_shard_operator.core.cacheserver.render import service_url
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.shard.plan import DOWNGRADE_REFUSED
 from kcp_shard_operator.core.shard.spec import cache_kubeconfig_secret
-from kcp_shard_operator.core.shard.status import (
+from kcp_shard_operator.core.status.conditions import (
     READY,
     Condition,
     Progress,
     degraded_condition,
-    deployed_version,
     object_status,
     phase_of,
-    pod_problems,
     progressing_condition,
+)
+from kcp_shard_operator.core.status.deployments import (
+    deployed_version,
+    pod_problems,
     rollout_complete,
 )
 

@@ -24,13 +24,13 @@ from kcp_shard_operator.core.shard.plan import (
 )
 from kcp_shard_operator.core.shard.secretkeys import missing_keys
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import (
+from kcp_shard_operator.core.status.conditions import (
     READY,
     WAITING_FOR_ROOT_SHARD,
     WAITING_FOR_SHARDS,
     condition,
-    deployed_version,
 )
+from kcp_shard_operator.core.status.deployments import deployed_version
 
 POD_KINDS = frozenset({"Deployment", "PodDisruptionBudget"})
 

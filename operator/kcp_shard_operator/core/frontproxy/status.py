@@ -18,16 +18,18 @@ from kcp_shard_operator.core.frontproxy.render import (
     service_url,
 )
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
-from kcp_shard_operator.core.shard.status import (
+from kcp_shard_operator.core.status.conditions import (
     READY,
     Condition,
     Progress,
     degraded_condition,
-    deployed_version,
     object_status,
     phase_of,
-    pod_problems,
     progressing_condition,
+)
+from kcp_shard_operator.core.status.deployments import (
+    deployed_version,
+    pod_problems,
     ready_replicas,
     rollout_complete,
 )

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.shard.status import PROGRESSING, condition
+from kcp_shard_operator.core.status.conditions import PROGRESSING, condition
 
 UNKNOWN = "unknown"
 """The phase or version of a Shard whose status does not say (not reconciled yet)."""

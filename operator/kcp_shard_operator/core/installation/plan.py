@@ -40,11 +40,8 @@ from kcp_shard_operator.core.shard.plan import (
     downgrade_refusal,
 )
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.status import (
-    WAITING_FOR_CACHE_SERVER,
-    WAITING_FOR_SHARDS,
-    deployed_version,
-)
+from kcp_shard_operator.core.status.conditions import WAITING_FOR_CACHE_SERVER, WAITING_FOR_SHARDS
+from kcp_shard_operator.core.status.deployments import deployed_version
 
 CACHE_CONTAINER = "cache-server"
 PROXY_CONTAINER = "kcp-front-proxy"

@@ -25,7 +25,8 @@ from kcp_shard_operator.core.shard.pki import takes_service_account_key, with_is
 from kcp_shard_operator.core.shard.plan import ROOT_SHARD_NOT_FOUND, plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
-from kcp_shard_operator.core.shard.status import READY, ROLLED_OUT, deployed_version
+from kcp_shard_operator.core.status.conditions import READY, ROLLED_OUT
+from kcp_shard_operator.core.status.deployments import deployed_version
 
 ROLLS = "Rolls"
 UNCHANGED = "Unchanged"

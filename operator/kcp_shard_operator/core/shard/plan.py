@@ -27,13 +27,13 @@ from kcp_shard_operator.core.shard.claim import (
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.secretkeys import missing_keys
 from kcp_shard_operator.core.shard.spec import ImageSpec, Shard
-from kcp_shard_operator.core.shard.status import (
+from kcp_shard_operator.core.status.conditions import (
     READY,
     WAITING_FOR_CACHE_SERVER,
     WAITING_FOR_ROOT_SHARD,
     condition,
-    deployed_version,
 )
+from kcp_shard_operator.core.status.deployments import deployed_version
 
 DOWNGRADE_REFUSED = "DowngradeRefused"
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"

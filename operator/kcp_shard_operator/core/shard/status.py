@@ -3,36 +3,31 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
-from kcp_shard_operator.constants import NAMESPACE_TERMINATING
-from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.api.objects import KcpObject
 from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.shard.spec import Shard
-
-READY = "Ready"
-PROGRESSING = "Progressing"
-DEGRADED = "Degraded"
-DEPRECATED_FLAG_DROPPED = "DeprecatedFlagDropped"
-IDENTITY_CACHE_CLEANED = "IdentityCacheCleaned"
-DATA_DURABLE = "DataDurable"
-ROLLED_OUT = "RolledOut"
-WAITING_FOR_ROOT_SHARD = "WaitingForRootShard"
-WAITING_FOR_CACHE_SERVER = "WaitingForCacheServer"
-WAITING_FOR_SHARDS = "WaitingForShards"
-WAITING_REASONS = (WAITING_FOR_ROOT_SHARD, WAITING_FOR_CACHE_SERVER, WAITING_FOR_SHARDS)
-
-
-@dataclass(frozen=True)
-class Condition:
-    type: str
-    status: bool | None
-    """None: Unknown."""
-    reason: str
-    message: str
+from kcp_shard_operator.core.status.conditions import (
+    DATA_DURABLE,
+    DEPRECATED_FLAG_DROPPED,
+    READY,
+    WAITING_FOR_ROOT_SHARD,
+    Condition,
+    Progress,
+    degraded_condition,
+    object_status,
+    phase_of,
+    progressing_condition,
+)
+from kcp_shard_operator.core.status.deployments import (
+    deadline_exceeded,
+    deployed_version,
+    pod_problems,
+    ready_replicas,
+    replica_failure,
+    rollout_complete,
+)
 
 
 @dataclass(frozen=True)
@@ -63,145 +58,6 @@ class Observation:
     """What kcp answered (:mod:`kcp_shard_operator.core.shard.health`); None while rolling out."""
 
 
-def deployed_version(deployment: JSON | None) -> str | None:
-    """The kcp version in the Deployment's pod template, if any."""
-    if not deployment:
-        return None
-    template = deployment.get("spec", {}).get("template", {})
-    value = (template.get("metadata", {}).get("annotations") or {}).get(VERSION_ANNOTATION)
-    return str(value) if value else None
-
-
-def rollout_complete(deployment: JSON | None) -> bool:
-    """Every replica runs the current template and is available, as the controller saw it."""
-    if not deployment:
-        return False
-    desired = deployment.get("spec", {}).get("replicas", 1)
-    status: dict[str, Any] = deployment.get("status") or {}
-    generation = deployment.get("metadata", {}).get("generation", 0)
-    return bool(
-        status.get("observedGeneration", -1) >= generation
-        and status.get("updatedReplicas", 0) == desired
-        and status.get("replicas", 0) == desired
-        and status.get("availableReplicas", 0) == desired
-    )
-
-
-def _deadline_exceeded(deployment: JSON | None) -> str | None:
-    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
-        if cond.get("type") == "Progressing" and cond.get("reason") == "ProgressDeadlineExceeded":
-            return str(cond.get("message", "progress deadline exceeded"))
-    return None
-
-
-DEPLOYMENT_REVISION = "deployment.kubernetes.io/revision"
-"""Set by the Deployment controller: a new one for every new pod template rolled out."""
-
-
-def deployment_revision(deployment: JSON | None) -> str | None:
-    """The revision the Deployment controller gave the Deployment's pod template, if any."""
-    annotations = ((deployment or {}).get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(DEPLOYMENT_REVISION)
-    return str(value) if value is not None else None
-
-
-def pods_refused_by_a_terminating_namespace(deployment: JSON | None) -> bool:
-    """The Deployment's ReplicaFailure says its namespace is being deleted: the pods are
-    refused because everything in it is going away, not because of the Shard."""
-    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
-        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
-            return NAMESPACE_TERMINATING in str(cond.get("message", ""))
-    return False
-
-
-def _replica_failure(deployment: JSON | None) -> str | None:
-    """The Deployment's ReplicaFailure (its ReplicaSet cannot create pods: quota, admission)."""
-    for cond in (deployment or {}).get("status", {}).get("conditions") or []:
-        if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
-            return f"pods cannot be created: {cond.get('message') or cond.get('reason')}"
-    return None
-
-
-STUCK_CONTAINER_REASONS = frozenset(
-    {
-        "ErrImagePull",
-        "ImagePullBackOff",
-        "InvalidImageName",
-        "CrashLoopBackOff",
-        "CreateContainerConfigError",
-        "CreateContainerError",
-    }
-)
-MAX_REPORTED_PODS = 3
-
-
-def pod_problems(pods: list[JSON]) -> list[str]:
-    """Why pods of the shard do not run: unschedulable, image or start-up failures."""
-    problems: list[str] = []
-    for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name", ""))):
-        name = pod.get("metadata", {}).get("name", "")
-        status = pod.get("status") or {}
-        for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                problems.append(f"pod {name} cannot be scheduled: {cond.get('message', '')}")
-        for container in status.get("containerStatuses") or []:
-            waiting = (container.get("state") or {}).get("waiting") or {}
-            if waiting.get("reason") in STUCK_CONTAINER_REASONS:
-                problems.append(
-                    f"pod {name} container {container.get('name')}: {waiting['reason']}: "
-                    f"{waiting.get('message', '')}".rstrip(": ")
-                )
-    return problems[:MAX_REPORTED_PODS]
-
-
-@dataclass(frozen=True)
-class Progress:
-    """Where a rollout stands: the version wanted and running, whether every replica runs
-    the current template, and what holds it (an error, or what it waits for)."""
-
-    wanted: str
-    running: str | None
-    complete: bool
-    deployed: bool
-    error: tuple[str, str] | None = None
-    """(reason, message) of what stops it."""
-    waiting: tuple[str, str] | None = None
-    """(reason, message) of what it waits for."""
-
-    @property
-    def done(self) -> bool:
-        return self.complete and self.running == self.wanted
-
-
-def progressing_condition(progress: Progress) -> Condition:
-    """``Progressing``: stopped by an error, waiting, complete, or rolling out."""
-    held = progress.error or progress.waiting
-    if held is not None:
-        return Condition(PROGRESSING, False, *held)
-    if progress.done:
-        return Condition(PROGRESSING, False, "Complete", f"kcp {progress.running} rolled out")
-    return Condition(PROGRESSING, True, "RollingOut", f"rolling out kcp {progress.wanted}")
-
-
-def degraded_condition(problems: list[tuple[str, str]]) -> Condition:
-    """``Degraded``: every problem found, its reason the first one's."""
-    if problems:
-        return Condition(DEGRADED, True, problems[0][0], "; ".join(text for _, text in problems))
-    return Condition(DEGRADED, False, "AsExpected", "no problem found")
-
-
-def phase_of(progress: Progress, degraded: bool) -> str:
-    """The phase ``kubectl get`` shows: an object that cannot work says so, whatever the
-    reason; else what it waits for, Ready, Pending or Progressing."""
-    if degraded:
-        return DEGRADED
-    if progress.waiting is not None:
-        return progress.waiting[0]
-    if progress.done:
-        return READY
-    return "Progressing" if progress.deployed else "Pending"
-
-
 def _problems(seen: Observation) -> list[tuple[str, str]]:
     """(reason, message) of everything that keeps the shard from its desired state."""
     found: list[tuple[str, str]] = []
@@ -218,11 +74,11 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
             )
         )
     found += [("SecretKeyNotFound", problem) for problem in seen.missing_keys]
-    replica_failure = _replica_failure(seen.deployment)
-    if replica_failure:
-        found.append(("ReplicaFailure", replica_failure))
+    failure = replica_failure(seen.deployment)
+    if failure:
+        found.append(("ReplicaFailure", failure))
     found += [("PodsNotRunning", problem) for problem in pod_problems(seen.pods)]
-    stalled = _deadline_exceeded(seen.deployment)
+    stalled = deadline_exceeded(seen.deployment)
     if stalled:
         found.append(("ProgressDeadlineExceeded", stalled))
     return found
@@ -330,37 +186,6 @@ def durability(shard: Shard, seen: Observation) -> Condition:
     )
 
 
-def object_status(
-    obj: KcpObject[Any],
-    deployment: JSON | None,
-    phase: str,
-    conditions: list[Condition],
-    certificates: list[JSON],
-    now: str,
-) -> JSON:
-    """What every kind's status holds: the generation seen, the phase, the conditions
-    (unchanged ones keep their transition time), the version rolled out on every replica
-    (the last one while a rollout goes on) and the issued certificates."""
-    previous: JSON = obj.status or {}
-    version = (
-        deployed_version(deployment) if rollout_complete(deployment) else previous.get("version")
-    )
-    status: JSON = {
-        "observedGeneration": obj.generation,
-        "phase": phase,
-        "conditions": merged_conditions(previous, conditions, obj.generation, now),
-    }
-    if version:
-        status["version"] = version
-    if certificates:
-        status["certificates"] = certificates
-    return status
-
-
-def ready_replicas(deployment: JSON | None) -> int:
-    return int(((deployment or {}).get("status") or {}).get("readyReplicas", 0))
-
-
 def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     """The full status to write."""
     phase, conditions = conditions_for(shard, seen)
@@ -370,133 +195,3 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     if data_uid:
         status["dataUID"] = data_uid
     return status
-
-
-def condition(status: JSON | None, type_: str) -> JSON | None:
-    for cond in (status or {}).get("conditions") or []:
-        if cond.get("type") == type_:
-            return dict(cond)
-    return None
-
-
-@dataclass(frozen=True)
-class Event:
-    type: str
-    reason: str
-    message: str
-
-
-REFUSED_OR_UNREACHABLE = ("ShardUnreachable", "Forbidden", "Unauthorized")
-"""Reasons of a failed identity-cache cleanup that a human should hear about (Warning)."""
-
-
-def _rollout_finished(before: JSON | None, after: JSON) -> bool:
-    """``Progressing`` went from ``RollingOut`` to ``Complete``: a rollout of the same kcp
-    version (``extraArgs``, resources, a rotated Secret) finished."""
-    old = condition(before, PROGRESSING) or {}
-    new = condition(after, PROGRESSING) or {}
-    return (old.get("status"), old.get("reason")) == ("True", "RollingOut") and (
-        new.get("status"),
-        new.get("reason"),
-    ) == ("False", "Complete")
-
-
-def events_between(before: JSON | None, after: JSON) -> list[Event]:
-    """Events a human should see for the change from ``before`` to ``after``."""
-    events: list[Event] = []
-    old_version = (before or {}).get("version")
-    if after.get("version") and (
-        after.get("version") != old_version or _rollout_finished(before, after)
-    ):
-        events.append(
-            Event("Normal", ROLLED_OUT, f"kcp {after['version']} is rolled out on every replica")
-        )
-    for type_, event_type in (
-        (PROGRESSING, "Normal"),
-        (DEGRADED, "Warning"),
-        (DEPRECATED_FLAG_DROPPED, "Warning"),
-        (IDENTITY_CACHE_CLEANED, "Normal"),
-        (DATA_DURABLE, "Warning"),
-    ):
-        new = condition(after, type_)
-        old = condition(before, type_)
-        if new is None or (
-            old and (old["status"], old["reason"]) == (new["status"], new["reason"])
-        ):
-            continue
-        interesting = new["status"] == "True" or new["reason"] in (
-            *WAITING_REASONS,
-            *REFUSED_OR_UNREACHABLE,
-        )
-        if type_ == PROGRESSING and new["reason"] in ("Complete", "RollingOut"):
-            # A rollout starts with the write that posts ``Configured`` (none on creation).
-            interesting = False
-        if type_ == DATA_DURABLE:
-            # A claim binding is no news; data that will not survive a restart is.
-            interesting = new["reason"] in ("Ephemeral", "EmptyDirKept")
-        if interesting:
-            kind = "Warning" if new["reason"] in REFUSED_OR_UNREACHABLE else event_type
-            events.append(Event(kind, new["reason"], new["message"]))
-    return events
-
-
-def change_event(
-    kind: str, name: str, cause: str, generation: int, owner: str = "Shard"
-) -> Event | None:
-    """The Event for writing a child: a hand edit put back, or the spec rolled into it."""
-    if cause == "Drift":
-        return Event(
-            "Normal",
-            "Updated",
-            f"{kind} {name} brought back to the rendered state (edited by hand)",
-        )
-    if cause == "SpecChanged":
-        return Event(
-            "Normal",
-            "Configured",
-            f"{kind} {name} updated to the {owner}'s spec (generation {generation})",
-        )
-    return None
-
-
-def merged_conditions(
-    previous: JSON, conditions: list[Condition], generation: int, now: str
-) -> list[JSON]:
-    """``conditions`` as status entries, then the previous ones of other types.
-
-    An entry whose status did not change keeps its ``lastTransitionTime``.
-    """
-    old = {c.get("type"): c for c in previous.get("conditions") or []}
-    merged: list[JSON] = []
-    for cond in conditions:
-        truth = {True: "True", False: "False", None: "Unknown"}[cond.status]
-        before = old.get(cond.type) or {}
-        merged.append(
-            {
-                "type": cond.type,
-                "status": truth,
-                "reason": cond.reason,
-                "message": cond.message,
-                "observedGeneration": generation,
-                "lastTransitionTime": before.get("lastTransitionTime", now)
-                if before.get("status") == truth
-                else now,
-            }
-        )
-    known = {cond.type for cond in conditions}
-    return merged + [c for c in previous.get("conditions") or [] if c.get("type") not in known]
-
-
-def invalid_status(previous: JSON | None, generation: int, problem: str, now: str) -> JSON:
-    """Status of a Shard whose spec could not be parsed at all."""
-    base = dict(previous or {})
-    conditions = [
-        Condition(type_, truth, "InvalidSpec", problem)
-        for type_, truth in ((READY, False), (PROGRESSING, False), (DEGRADED, True))
-    ]
-    base.update(
-        observedGeneration=generation,
-        phase="Degraded",
-        conditions=merged_conditions(base, conditions, generation, now),
-    )
-    return base
