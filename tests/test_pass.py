@@ -10,8 +10,8 @@ import pytest
 
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.rollout.drift import contains
 from kcp_shard_operator.core.shard.pki import with_issued
-from kcp_shard_operator.core.shard.plan import contains
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result

@@ -12,15 +12,15 @@ from kcp_shard_operator.constants import FIELD_MANAGER
 from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.api.quantity import quantity
-from kcp_shard_operator.core.shard.plan import (
+from kcp_shard_operator.core.rollout.drift import (
     Cause,
     cause_of,
     contains,
     foreign_fields,
-    held_at_running_version,
-    plan,
     replacement,
 )
+from kcp_shard_operator.core.rollout.versions import held_at_running_version
+from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard
 

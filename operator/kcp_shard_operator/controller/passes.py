@@ -9,7 +9,7 @@ from collections.abc import Callable
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.writes import UNCHANGED, write_child
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.shard.plan import cause_of
+from kcp_shard_operator.core.rollout.drift import cause_of
 from kcp_shard_operator.core.status.conditions import DEGRADED, condition
 from kcp_shard_operator.core.status.events import change_event
 from kcp_shard_operator.kube.client import APIError, error_message, namespace_terminating

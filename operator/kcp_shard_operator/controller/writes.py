@@ -8,7 +8,7 @@ from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER, FRONT
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.installation.census import rollout_seconds
-from kcp_shard_operator.core.shard.plan import (
+from kcp_shard_operator.core.rollout.drift import (
     RECREATABLE_KINDS,
     REPLACEABLE_KINDS,
     contains,

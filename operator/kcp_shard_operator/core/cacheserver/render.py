@@ -26,13 +26,10 @@ from kcp_shard_operator.core.api.meta import (
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.cacheserver.spec import CHILD_SUFFIX, CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
+from kcp_shard_operator.core.rollout.drift import drifted_from
+from kcp_shard_operator.core.rollout.versions import downgrade_refusal, held_at_running_version
 from kcp_shard_operator.core.shard.claim import refused_change
-from kcp_shard_operator.core.shard.plan import (
-    downgrade_refusal,
-    drifted_from,
-    held_at_running_version,
-)
-from kcp_shard_operator.core.shard.spec import STORAGE_DELETE
+from kcp_shard_operator.core.storage.spec import STORAGE_DELETE
 
 NAME = "kcp-cache-server"
 """``app.kubernetes.io/name`` of a cache server's objects."""

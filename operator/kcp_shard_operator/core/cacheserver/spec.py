@@ -26,6 +26,12 @@ from kcp_shard_operator.core.kcp.podfields import (
     resources_field,
     tolerations_field,
 )
+from kcp_shard_operator.core.kcp.serverspec import (
+    MAX_VERSION_LENGTH,
+    NAME_PATTERN,
+    ImageSpec,
+    checked_version,
+)
 from kcp_shard_operator.core.kcp.versions import (
     VERSION_PATTERN,
     Version,
@@ -36,14 +42,7 @@ from kcp_shard_operator.core.pki.spec import (
     lifetime_field,
     renew_before_field,
 )
-from kcp_shard_operator.core.shard.spec import (
-    MAX_VERSION_LENGTH,
-    NAME_PATTERN,
-    ImageSpec,
-    StorageSpec,
-    check_storage,
-    checked_version,
-)
+from kcp_shard_operator.core.storage.spec import StorageSpec, check_storage
 
 CHILD_SUFFIX = "-cache"
 MAX_NAME_LENGTH = 63 - len(CHILD_SUFFIX)

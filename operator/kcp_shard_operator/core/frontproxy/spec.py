@@ -27,6 +27,13 @@ from kcp_shard_operator.core.kcp.podfields import (
     resources_field,
     tolerations_field,
 )
+from kcp_shard_operator.core.kcp.serverspec import (
+    MAX_REPLICAS,
+    MAX_VERSION_LENGTH,
+    NAME_PATTERN,
+    ImageSpec,
+    checked_version,
+)
 from kcp_shard_operator.core.kcp.versions import VERSION_PATTERN, Version
 from kcp_shard_operator.core.pki.spec import (
     URL_PATTERN,
@@ -35,13 +42,6 @@ from kcp_shard_operator.core.pki.spec import (
     lifetime_field,
     renew_before_field,
     url_host,
-)
-from kcp_shard_operator.core.shard.spec import (
-    MAX_REPLICAS,
-    MAX_VERSION_LENGTH,
-    NAME_PATTERN,
-    ImageSpec,
-    checked_version,
 )
 
 CHILD_SUFFIX = "-front-proxy"

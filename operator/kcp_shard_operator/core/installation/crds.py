@@ -15,7 +15,8 @@ from kcp_shard_operator.constants import (
 from kcp_shard_operator.core.api.model import JSON, object_schema
 from kcp_shard_operator.core.cacheserver import spec as cachespec
 from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
-from kcp_shard_operator.core.shard.spec import MAX_NAME_LENGTH, NAME_PATTERN, SPEC_RULES, ShardSpec
+from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN
+from kcp_shard_operator.core.shard.spec import MAX_NAME_LENGTH, SPEC_RULES, ShardSpec
 
 
 def _condition_schema() -> JSON:

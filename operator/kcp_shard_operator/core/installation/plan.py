@@ -33,12 +33,12 @@ from kcp_shard_operator.core.installation.steps import (
     pinned_tag_notes,
 )
 from kcp_shard_operator.core.kcp.versions import Version, parse_or_none
-from kcp_shard_operator.core.shard.plan import (
+from kcp_shard_operator.core.rollout.versions import (
     DOWNGRADE_REFUSED,
-    ROOT_SHARD_NOT_FOUND,
     at_version,
     downgrade_refusal,
 )
+from kcp_shard_operator.core.shard.plan import ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import WAITING_FOR_CACHE_SERVER, WAITING_FOR_SHARDS
 from kcp_shard_operator.core.status.deployments import deployed_version

@@ -12,7 +12,8 @@ from enum import Enum
 from kcp_shard_operator.core.api.meta import child_name, metadata
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.api.quantity import quantity
-from kcp_shard_operator.core.shard.spec import STORAGE_DELETE, Shard, ShardSpec
+from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
+from kcp_shard_operator.core.storage.spec import STORAGE_DELETE
 
 DATA_VOLUME = "data"
 DEFAULT_CLASS_ANNOTATION = "storageclass.kubernetes.io/is-default-class"

@@ -4,17 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
-from typing import Any, TypeVar
 
-from kcp_shard_operator.constants import FIELD_MANAGER
-from kcp_shard_operator.core.api.meta import HASH_ANNOTATION, child_name
+from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.api.objects import KcpObject
-from kcp_shard_operator.core.api.quantity import quantity
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
-from kcp_shard_operator.core.kcp.versions import Version, ignores_root_shard_flag, parse_or_none
+from kcp_shard_operator.core.kcp.versions import Version, ignores_root_shard_flag
+from kcp_shard_operator.core.rollout.drift import (
+    contains,
+    drifted_from,
+)
+from kcp_shard_operator.core.rollout.versions import (
+    DOWNGRADE_REFUSED,
+    downgrade_refusal,
+    held_at_running_version,
+)
 from kcp_shard_operator.core.shard.args import kcp_flags
 from kcp_shard_operator.core.shard.claim import (
     Storage,
@@ -26,7 +30,7 @@ from kcp_shard_operator.core.shard.claim import (
 )
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.secretkeys import missing_keys
-from kcp_shard_operator.core.shard.spec import ImageSpec, Shard
+from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
     READY,
     WAITING_FOR_CACHE_SERVER,
@@ -35,7 +39,6 @@ from kcp_shard_operator.core.status.conditions import (
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
 
-DOWNGRADE_REFUSED = "DowngradeRefused"
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
 CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"
 
@@ -120,29 +123,6 @@ def identity_source_down(
     return (
         f"kcp {shard.spec.version} reads the APIExport identities from {name}, when it "
         "starts: the shard's pods are not started or replaced until it is back"
-    )
-
-
-def downgrade_refusal(
-    what: str, wanted: Version, deployment: JSON | None, deployment_name: str
-) -> str | None:
-    """Why ``what`` (a shard, a cache server) must stay at the kcp version its Deployment runs
-    rather than go to ``wanted``, or None.
-
-    kcp supports no downgrade to an older minor release: a newer minor may store objects in
-    an API version the older one does not know. kcp 0.28 stores APIExports and APIBindings
-    as apis.kcp.io/v1alpha2; kcp 0.27 then never becomes ready on that etcd (its CRD update
-    is refused: status.storedVersions lists v1alpha2). A patch downgrade goes ahead.
-    """
-    running = parse_or_none(deployed_version(deployment))
-    if running is None or wanted.minor_release >= running.minor_release:
-        return None
-    return (
-        f"kcp {wanted} would downgrade the running kcp {running} to an older minor release, "
-        "which kcp does not support (a newer minor may store objects in API versions the "
-        f"older one cannot read); the {what} stays at kcp {running}. Set spec.version back to "
-        f"{running}, or restore etcd from a backup taken before the upgrade and delete "
-        f"Deployment {deployment_name} to start over at kcp {wanted}"
     )
 
 
@@ -273,208 +253,3 @@ def _without_root(
         error_reason=ROOT_SHARD_NOT_FOUND,
         missing_secrets=absent_secrets(secret_names({"volumes": pod.volumes}), secret_revisions),
     )
-
-
-def drifted_from(live: JSON | None, desired: JSON) -> bool:
-    """Whether ``live`` needs a write to become ``desired``.
-
-    A claim is only compared by value: the volume binder sets its ``volumeName`` (another
-    field manager), which is no hand edit to put back. Nor is a change of the update
-    strategy alone (:func:`strategy_write_deferred`).
-    """
-    if not contains(live, desired):
-        return not strategy_write_deferred(live, desired)
-    return desired["kind"] in REPLACEABLE_KINDS and bool(foreign_fields(live or {}, FIELD_MANAGER))
-
-
-def strategy_write_deferred(live: JSON | None, desired: JSON) -> bool:
-    """Whether the one change ``desired`` brings to ``live`` is the update strategy going back
-    from ``Recreate`` to rolling updates after a move to another kcp minor.
-
-    That write waits for the next one the Deployment needs (a spec change, a rotated
-    Secret, a hand edit put back), which carries the rolling strategy to the rollout it
-    starts: a Deployment rolls out only when its pod template changes, so until then the
-    strategy decides nothing. It saves a write and a Deployment revision per upgrade.
-    """
-    if live is None or desired["kind"] != "Deployment":
-        return False
-    kinds = [(obj.get("spec") or {}).get("strategy", {}).get("type") for obj in (live, desired)]
-    return (
-        kinds == ["Recreate", "RollingUpdate"]
-        and cause_of(live, desired) is Cause.STRATEGY
-        and not foreign_fields(live, FIELD_MANAGER)
-    )
-
-
-def running_image(deployment: JSON | None, image: ImageSpec) -> tuple[str, ImageSpec] | None:
-    """The kcp version the Deployment runs now and ``image`` pinned to its image; None when
-    the Deployment does not tell them."""
-    running = deployed_version(deployment)
-    if running is None or deployment is None:
-        return None
-    pod = deployment.get("spec", {}).get("template", {}).get("spec", {})
-    containers = pod.get("containers") or [{}]
-    repository, _, tag = str(containers[0].get("image", "")).rpartition(":")
-    if not repository or "/" in tag:
-        return None
-    return running, replace(image, repository=repository, tag=tag)
-
-
-Held = TypeVar("Held", bound=KcpObject[Any])
-
-
-def at_version(obj: Held, version: str, image: ImageSpec | None = None) -> Held:
-    """``obj`` (a Shard, CacheServer or FrontProxy) with ``spec.version`` set, and its image
-    when given."""
-    spec = replace(obj.spec, version=version, image=image or obj.spec.image)
-    return replace(obj, spec=spec)
-
-
-def held_at_running_version(obj: Held, deployment: JSON | None) -> Held | None:
-    """``obj`` pinned to the kcp version and image its Deployment runs now (None: the
-    Deployment does not tell them).
-
-    While an object waits (for its root, its shards) or refuses a downgrade, the rest of its
-    spec still applies (and hand edits are still put back), but the version stays where it is.
-    """
-    found = running_image(deployment, obj.spec.image)
-    return None if found is None else at_version(obj, *found)
-
-
-QUANTITY_MAPS = frozenset({"limits", "requests"})
-"""Keys whose values are quantities, which the server stores canonically (2Gi, 500m)."""
-
-
-def contains(actual: Any, desired: Any) -> bool:
-    """Whether ``actual`` already holds every value of ``desired``.
-
-    Lists must match item by item; fields only the server sets are ignored; quantities
-    match by value (the server stores ``1.5Gi`` as ``1536Mi``).
-    """
-    if isinstance(desired, dict):
-        return isinstance(actual, dict) and all(
-            _same_quantity(actual.get(key), value)
-            if isinstance(value, dict) and key in QUANTITY_MAPS
-            else contains(actual.get(key), value)
-            for key, value in desired.items()
-        )
-    if isinstance(desired, list):
-        return (
-            isinstance(actual, list)
-            and len(actual) == len(desired)
-            and all(contains(a, d) for a, d in zip(actual, desired, strict=True))
-        )
-    return bool(actual == desired)
-
-
-def _same_quantity(actual: Any, desired: JSON) -> bool:
-    """Whether the quantities in ``actual`` equal those of ``desired`` by value."""
-    if not isinstance(actual, dict) or set(actual) != set(desired):
-        return False
-    return all(
-        actual[name] == value
-        or (quantity(value) is not None and quantity(value) == quantity(actual[name]))
-        for name, value in desired.items()
-    )
-
-
-class Cause(Enum):
-    """Why a child is written or differs: it is new, the rendering changed, someone edited
-    it, or only the update strategy follows the Shard's status (back from ``Recreate`` after
-    a move to another kcp minor: no change of the Shard's spec, no new pods; see
-    ``strategy_write_deferred``)."""
-
-    CREATED = "Created"
-    SPEC_CHANGED = "SpecChanged"
-    DRIFT = "Drift"
-    STRATEGY = "StrategyChanged"
-
-
-def cause_of(live: JSON | None, desired: JSON) -> Cause:
-    """Drift when the live child carries the hash of this very rendering; else a change of
-    the update strategy alone, or of the spec."""
-    if live is None:
-        return Cause.CREATED
-    hashes = [
-        (obj.get("metadata", {}).get("annotations") or {}).get(HASH_ANNOTATION)
-        for obj in (live, desired)
-    ]
-    if hashes[0] == hashes[1]:
-        return Cause.DRIFT
-    spec = dict(desired.get("spec") or {})
-    if spec.pop("strategy", None) is None:
-        return Cause.SPEC_CHANGED
-    meta = desired["metadata"]
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if k != HASH_ANNOTATION}
-    rest = {**desired, "metadata": {**meta, "annotations": annotations}, "spec": spec}
-    return Cause.STRATEGY if contains(live, rest) else Cause.SPEC_CHANGED
-
-
-TEMPLATE_ANNOTATIONS = ("f:spec", "f:template", "f:metadata", "f:annotations")
-"""Left to others: ``kubectl rollout restart`` marks the pod template there."""
-
-
-def _field_paths(fields: Any, prefix: tuple[str, ...] = ()) -> set[tuple[str, ...]]:
-    """The leaf paths of a managedFields ``fieldsV1`` set."""
-    if not isinstance(fields, dict) or not fields:
-        return {prefix}
-    paths: set[tuple[str, ...]] = set()
-    for key, sub in fields.items():
-        paths |= _field_paths(sub, (*prefix, key))
-    return paths
-
-
-def foreign_fields(live: JSON, manager: str) -> list[str]:
-    """Spec fields of ``live`` that another field manager set and ``manager`` does not own.
-
-    Server-side apply never removes what another manager added (a sidecar, an env var, a
-    port from ``kubectl edit``); only a full replace does.
-    """
-    ours: set[tuple[str, ...]] = set()
-    theirs: set[tuple[str, ...]] = set()
-    for entry in live.get("metadata", {}).get("managedFields") or []:
-        if entry.get("subresource"):
-            continue
-        paths = _field_paths(entry.get("fieldsV1") or {})
-        if entry.get("manager") == manager:
-            ours |= paths
-        else:
-            theirs |= paths
-    return sorted(
-        ".".join(path)
-        for path in theirs - ours
-        if path[:1] == ("f:spec",) and path[:4] != TEMPLATE_ANNOTATIONS
-    )
-
-
-# Allocated by the API server and immutable: a replace must carry them over.
-_ALLOCATED_SPEC_FIELDS = {"Service": ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")}
-REPLACEABLE_KINDS = frozenset({"Deployment", "Service", "PodDisruptionBudget"})
-"""Kinds the operator may replace (PUT) with its rendering. Never a claim: most of its spec
-is fixed once it exists, and its binding is another controller's."""
-RECREATABLE_KINDS = frozenset({"Service", "PodDisruptionBudget"})
-"""Kinds the operator may delete and create again when neither apply nor replace works."""
-
-
-def replacement(desired: JSON, live: JSON) -> JSON:
-    """The body of a full replace (PUT) of ``live`` with ``desired``.
-
-    The spec is exactly the rendering; metadata keeps what others put there (the
-    Deployment controller's revision annotation, finalizers) and the resourceVersion
-    guards against a concurrent change.
-    """
-    old = live.get("metadata", {})
-    new = desired["metadata"]
-    metadata: JSON = {
-        **new,
-        "resourceVersion": old.get("resourceVersion"),
-        "labels": {**(old.get("labels") or {}), **(new.get("labels") or {})},
-        "annotations": {**(old.get("annotations") or {}), **(new.get("annotations") or {})},
-    }
-    if old.get("finalizers"):
-        metadata["finalizers"] = old["finalizers"]
-    spec = dict(desired.get("spec") or {})
-    for key in _ALLOCATED_SPEC_FIELDS.get(desired["kind"], ()):
-        if (live.get("spec") or {}).get(key) is not None:
-            spec[key] = live["spec"][key]
-    return {**desired, "metadata": metadata, "spec": spec}

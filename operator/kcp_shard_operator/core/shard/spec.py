@@ -11,10 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
-from kcp_shard_operator.core.api.quantity import quantity
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
@@ -25,54 +23,28 @@ from kcp_shard_operator.core.kcp.podfields import (
     resources_field,
     tolerations_field,
 )
+from kcp_shard_operator.core.kcp.serverspec import (
+    MAX_REPLICAS,
+    MAX_VERSION_LENGTH,
+    NAME_PATTERN,
+    ImageSpec,
+    checked_version,
+    url_message,
+    url_rule,
+)
 from kcp_shard_operator.core.kcp.versions import (
-    MINIMUM_KCP_VERSION,
     VERSION_PATTERN,
-    InvalidVersionError,
     Version,
     ignores_root_shard_flag,
 )
-from kcp_shard_operator.core.pki.spec import URL_PATTERN, PKISpec, check_pki, url_host
+from kcp_shard_operator.core.pki.spec import PKISpec, check_pki, url_host
+from kcp_shard_operator.core.storage.spec import (
+    StorageSpec,
+    check_storage,
+)
 
 DEFAULT_REPLICAS = 1
-MAX_REPLICAS = 10
-# Children are named <name>-kcp; a Service name is a DNS-1035 label of at most 63 characters.
-NAME_PATTERN = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 MAX_NAME_LENGTH = 63 - len("-kcp")
-# The version goes into the app.kubernetes.io/version label (at most 63 characters).
-MAX_VERSION_LENGTH = 63
-DNS_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
-
-
-def _url_rule(path: str) -> dict[str, Any]:
-    return {
-        "maxLength": 2048,
-        "x-kubernetes-validations": [
-            {"rule": f"self.matches({URL_PATTERN!r})", "message": _url_message(path)}
-        ],
-    }
-
-
-def _url_message(path: str) -> str:
-    return f"{path} must be an https URL with a host, e.g. https://kcp.example.com:6443"
-
-
-@dataclass(frozen=True)
-class ImageSpec:
-    """Container image of kcp."""
-
-    repository: str = field("repository", "Image repository.", default=DEFAULT_IMAGE_REPOSITORY)
-    tag: str | None = field("tag", "Image tag; defaults to v<spec.version>.", default=None)
-    pull_policy: str | None = field(
-        "pullPolicy",
-        "Image pull policy.",
-        default=None,
-        enum=["Always", "IfNotPresent", "Never"],
-    )
-
-    def ref(self, version: str) -> str:
-        """The image reference for kcp ``version``: the tag, or ``v<version>`` without one."""
-        return f"{self.repository}:{self.tag or 'v' + version}"
 
 
 @dataclass(frozen=True)
@@ -87,61 +59,6 @@ class EtcdSpec:
         "tlsSecretRef",
         "Secret with ca.crt, tls.crt and tls.key for etcd client TLS.",
         default=None,
-    )
-
-
-DEFAULT_STORAGE_SIZE = "10Gi"
-STORAGE_RETAIN = "Retain"
-STORAGE_DELETE = "Delete"
-
-
-@dataclass(frozen=True)
-class StorageSpec:
-    """Where a shard on embedded etcd keeps its data (kcp's --root-directory).
-
-    By default a PersistentVolumeClaim the operator creates; an emptyDir only when asked.
-    """
-
-    ephemeral: bool | None = field(
-        "ephemeral",
-        "true: keep kcp's root directory, and so its embedded etcd, on an emptyDir: every "
-        "pod restart starts kcp on an empty etcd and every workspace of the shard is lost "
-        "(for tests only). false: a PersistentVolumeClaim, also for a shard whose "
-        "Deployment has its data on an emptyDir (made by an older operator or while this was "
-        "true; kcp then starts once on an empty etcd). Unset: a claim, except for such a "
-        "shard, which keeps its emptyDir until this is set (condition DataDurable says so).",
-        default=None,
-    )
-    size: str = field(
-        "size",
-        "Requested size of the claim (a quantity); it can grow where the StorageClass allows "
-        "volume expansion, never shrink.",
-        default=DEFAULT_STORAGE_SIZE,
-        maxLength=64,
-        **{
-            "x-kubernetes-validations": [
-                {
-                    "rule": "isQuantity(self) && quantity(self).isGreaterThan(quantity('0'))",
-                    "message": "spec.storage.size must be a positive quantity such as 10Gi",
-                }
-            ]
-        },
-    )
-    storage_class_name: str | None = field(
-        "storageClassName",
-        "StorageClass of the claim; unset: the cluster's default StorageClass. Fixed once the "
-        "claim exists.",
-        default=None,
-        pattern=DNS_SUBDOMAIN_PATTERN,
-        maxLength=253,
-    )
-    when_deleted: str = field(
-        "whenDeleted",
-        "What happens to the claim when the Shard is deleted. Retain (default): it stays, with "
-        "the shard's data; a new Shard of the same name and namespace uses it again. Delete: "
-        "it is deleted with the Shard (owner reference), and so is the data.",
-        default=STORAGE_RETAIN,
-        enum=[STORAGE_RETAIN, STORAGE_DELETE],
     )
 
 
@@ -263,14 +180,14 @@ class ShardSpec:
         "baseURL",
         "--shard-base-url; defaults to the Service URL.",
         default=None,
-        **_url_rule("spec.baseURL"),
+        **url_rule("spec.baseURL"),
     )
     external_url: str | None = field(
         "externalURL",
         "--shard-external-url; defaults to the base URL where the operator issues the "
         "logical-cluster-admin kubeconfig.",
         default=None,
-        **_url_rule("spec.externalURL"),
+        **url_rule("spec.externalURL"),
     )
     cache: CacheSpec = field("cache", "Cache server access.", default_factory=CacheSpec)
     root_shard_kubeconfig_secret_ref: SecretKeyRef | None = field(
@@ -431,7 +348,7 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
     _check_free_form(spec)
     for path, url in (("spec.baseURL", spec.base_url), ("spec.externalURL", spec.external_url)):
         if url is not None and url_host(url) is None:
-            raise SpecError(path, f"{url!r}: {_url_message(path)}")
+            raise SpecError(path, f"{url!r}: {url_message(path)}")
     check_pki(spec.pki)
     if (
         not spec.is_root
@@ -447,29 +364,6 @@ def _check_free_form(spec: ShardSpec) -> None:
     check_extra_args(spec.extra_args)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
     check_storage(spec.storage)
-
-
-def checked_version(text: str) -> Version:
-    """``spec.version`` parsed, and no older than the oldest supported kcp."""
-    try:
-        version = Version.parse(text)
-    except InvalidVersionError as err:
-        raise SpecError("spec.version", str(err)) from err
-    if version < MINIMUM_KCP_VERSION:
-        raise SpecError(
-            "spec.version",
-            f"kcp {version} is older than the oldest supported {MINIMUM_KCP_VERSION}",
-        )
-    return version
-
-
-def check_storage(storage: StorageSpec | None) -> None:
-    if storage is not None:
-        size = quantity(storage.size)
-        if size is None or size <= 0:
-            raise SpecError(
-                "spec.storage.size", f"{storage.size!r} is not a positive quantity (e.g. 10Gi)"
-            )
 
 
 def check_name(name: str) -> None:
