@@ -10,18 +10,13 @@ import pytest
 from kcp_shard_operator.controller.handlers import _owners
 from kcp_shard_operator.controller.shard import STORAGE_CLASSES_SECONDS
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.shard.claim import (
-    Storage,
-    claim_name,
-    pending_problem,
-    refused_change,
-    storage_of,
-)
+from kcp_shard_operator.core.shard.claim import Storage, claim_name, pending_problem, storage_of
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import parse_shard
 from kcp_shard_operator.core.shard.status import Observation, shard_status
 from kcp_shard_operator.core.status.events import events_between
+from kcp_shard_operator.core.storage.claim import refused_change
 
 from .conftest import RELEASE, make, shard_object
 from .fake_kube import Effects, FakeKube, context, refused, run, watched

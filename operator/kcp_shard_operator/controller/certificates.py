@@ -8,11 +8,11 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reads import read
-from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki import issuance, renewal
 from kcp_shard_operator.core.shard import pki
+from kcp_shard_operator.core.shard.meta import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.issuer import x509

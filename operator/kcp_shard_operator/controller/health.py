@@ -4,7 +4,6 @@ the questions fail; every pass in between reuses the last answers."""
 from __future__ import annotations
 
 from kcp_shard_operator.controller.context import Asked, Context, Logger
-from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
@@ -20,6 +19,7 @@ from kcp_shard_operator.core.shard.health import (
     kcp_shard_name,
     no_admin_kubeconfig,
 )
+from kcp_shard_operator.core.shard.meta import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import condition
 from kcp_shard_operator.core.status.deployments import rollout_complete

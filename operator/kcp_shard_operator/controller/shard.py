@@ -27,9 +27,9 @@ from kcp_shard_operator.controller.reads import (
     root_of,
 )
 from kcp_shard_operator.controller.writes import write_status
-from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.shard.claim import claim_name
+from kcp_shard_operator.core.shard.meta import child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard

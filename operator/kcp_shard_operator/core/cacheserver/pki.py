@@ -18,10 +18,10 @@ from kcp_shard_operator.core.pki.issuance import (
     Owner,
     Purpose,
     Request,
+    cache_kubeconfig_secret,
     client_request,
     serving_request,
 )
-from kcp_shard_operator.core.shard.spec import cache_kubeconfig_secret
 
 CACHE_CONTEXT = "cache"
 CACHE_CLIENT_USER = "kcp-cache-client"

@@ -28,7 +28,7 @@ from kcp_shard_operator.core.cacheserver.spec import CHILD_SUFFIX, CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.rollout.drift import drifted_from
 from kcp_shard_operator.core.rollout.versions import downgrade_refusal, held_at_running_version
-from kcp_shard_operator.core.shard.claim import refused_change
+from kcp_shard_operator.core.storage.claim import refused_change
 from kcp_shard_operator.core.storage.spec import STORAGE_DELETE
 
 NAME = "kcp-cache-server"

@@ -290,3 +290,8 @@ def certificates_status(secrets: list[JSON]) -> list[JSON]:
         if not_after:
             found.append({"secret": meta.get("name"), "notAfter": not_after})
     return sorted(found, key=lambda entry: str(entry["secret"]))
+
+
+def cache_kubeconfig_secret(cache_server: str) -> str:
+    """The kubeconfig issued for CacheServer ``cache_server``, which the shards naming it mount."""
+    return f"{cache_server}-cache-kubeconfig"

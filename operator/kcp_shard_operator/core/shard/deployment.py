@@ -4,16 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kcp_shard_operator.core.api.meta import (
-    SECRETS_ANNOTATION,
-    VERSION_ANNOTATION,
-    labels,
-    metadata,
-    selector_labels,
-)
+from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.kcp.podtemplate import Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.shard.claim import Storage
+from kcp_shard_operator.core.shard.meta import labels, metadata, selector_labels
 from kcp_shard_operator.core.shard.spec import Shard
 
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from kcp_shard_operator.core.api.meta import metadata, selector_labels
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.meta import metadata, selector_labels
 from kcp_shard_operator.core.shard.spec import Shard
 
 

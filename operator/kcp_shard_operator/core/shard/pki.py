@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
-from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.frontproxy.render import external_url, service_url
@@ -39,6 +38,7 @@ from kcp_shard_operator.core.pki.issuance import (
     client_request,
     serving_request,
 )
+from kcp_shard_operator.core.shard.meta import child_name
 from kcp_shard_operator.core.shard.service import base_url
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 

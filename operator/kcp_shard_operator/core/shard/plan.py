@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
-from kcp_shard_operator.core.api.meta import child_name
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
+from kcp_shard_operator.core.kcp.secretkeys import absent_secrets, missing_keys
 from kcp_shard_operator.core.kcp.versions import Version, ignores_root_shard_flag
 from kcp_shard_operator.core.rollout.drift import (
     contains,
@@ -19,17 +19,16 @@ from kcp_shard_operator.core.rollout.versions import (
     downgrade_refusal,
     held_at_running_version,
 )
-from kcp_shard_operator.core.shard.args import kcp_flags
+from kcp_shard_operator.core.shard.args import SPEC_FIELDS, kcp_flags
 from kcp_shard_operator.core.shard.claim import (
     Storage,
     data_volume,
     pending_problem,
-    refused_change,
     runs_on_empty_dir,
     storage_of,
 )
+from kcp_shard_operator.core.shard.meta import child_name
 from kcp_shard_operator.core.shard.render import render_shard
-from kcp_shard_operator.core.shard.secretkeys import missing_keys
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
     READY,
@@ -38,6 +37,7 @@ from kcp_shard_operator.core.status.conditions import (
     condition,
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
+from kcp_shard_operator.core.storage.claim import refused_change
 
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
 CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"
@@ -206,7 +206,7 @@ def plan(
         verdict,
         apply=drifted,
         missing_secrets=absent_secrets(secret_names(pod_spec), secret_revisions),
-        missing_keys=missing_keys(pod_spec, secret_keys or {}),
+        missing_keys=missing_keys(pod_spec, secret_keys or {}, SPEC_FIELDS),
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         dropped_args=[] if held_back else rendered.dropped_args,
         unused_refs=[] if held_back else rendered.unused_refs,
@@ -223,13 +223,6 @@ def _starts_pods(live: JSON | None, desired: JSON, drifted: list[JSON]) -> bool:
     if live is None:
         return True
     return not contains((live.get("spec") or {}).get("template"), desired["spec"]["template"])
-
-
-def absent_secrets(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
-    """The mounted Secrets that do not exist (none known without their revisions)."""
-    if secret_revisions is None:
-        return []
-    return [name for name in mounted if not secret_revisions.get(name)]
 
 
 def _without_root(

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from kcp_shard_operator.core.api.meta import child_name, metadata, selector_labels
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.kcp.podtemplate import PORT
+from kcp_shard_operator.core.shard.meta import child_name, metadata, selector_labels
 from kcp_shard_operator.core.shard.spec import Shard
 
 

@@ -37,6 +37,7 @@ from kcp_shard_operator.core.kcp.versions import (
     Version,
     ignores_root_shard_flag,
 )
+from kcp_shard_operator.core.pki.issuance import cache_kubeconfig_secret
 from kcp_shard_operator.core.pki.spec import PKISpec, check_pki, url_host
 from kcp_shard_operator.core.storage.spec import (
     StorageSpec,
@@ -87,11 +88,6 @@ class CacheSpec:
         if self.server_ref is not None:
             return SecretKeyRef(cache_kubeconfig_secret(self.server_ref.name))
         return self.kubeconfig_secret_ref
-
-
-def cache_kubeconfig_secret(cache_server: str) -> str:
-    """The kubeconfig issued for CacheServer ``cache_server``, which the shards naming it mount."""
-    return f"{cache_server}-cache-kubeconfig"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Which keys of its Secrets a rendered pod (a shard or a front-proxy) reads, and which of
+"""Which Secrets and keys a rendered kcp pod (a shard or a front-proxy) reads, and which of
 them a Secret lacks (pure).
 
 A Secret mounted without ``items`` gives kcp every key as a file: a missing key shows only as
@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.shard.args import SPEC_FIELDS
 
 
 def read_keys(pod_spec: JSON) -> list[tuple[str, str, str]]:
@@ -46,11 +45,10 @@ def _container(pod_spec: JSON) -> JSON:
 def missing_keys(
     pod_spec: JSON,
     secret_keys: Mapping[str, Collection[str]],
-    spec_fields: Mapping[str, str] = SPEC_FIELDS,
+    spec_fields: Mapping[str, str],
 ) -> list[str]:
     """One line per key a Secret the pod mounts lacks; Secrets whose keys are not known (not
-    found, reported apart) are left out. ``spec_fields`` names the field behind each flag
-    (a Shard's by default)."""
+    found, reported apart) are left out. ``spec_fields`` names the field behind each flag."""
     problems = []
     for secret, key, flag in read_keys(pod_spec):
         keys = secret_keys.get(secret)
@@ -59,3 +57,10 @@ def missing_keys(
         where = spec_fields.get(flag, flag)
         problems.append(f"Secret {secret} has no key {key!r} ({where}, for {flag})")
     return sorted(set(problems))
+
+
+def absent_secrets(mounted: list[str], secret_revisions: Mapping[str, str] | None) -> list[str]:
+    """The mounted Secrets that do not exist (none known without their revisions)."""
+    if secret_revisions is None:
+        return []
+    return [name for name in mounted if not secret_revisions.get(name)]
