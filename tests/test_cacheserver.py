@@ -17,7 +17,8 @@ from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver import pki as cachepki
-from kcp_shard_operator.core.cacheserver.render import render_cache_server, service_url
+from kcp_shard_operator.core.cacheserver.names import service_url
+from kcp_shard_operator.core.cacheserver.render import render_cache_server
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.pki.issuance import Purpose
 

@@ -22,8 +22,9 @@ from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, SecretKeyRef
 from kcp_shard_operator.core.frontproxy import pki as frontproxypki
+from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
-from kcp_shard_operator.core.frontproxy.render import render_front_proxy, serving
+from kcp_shard_operator.core.frontproxy.render import render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.frontproxy.status import Route, interpret_route
 from kcp_shard_operator.core.installation.steps import as_rolled_out, plan_upgrade

@@ -26,9 +26,10 @@ from kcp_shard_operator.constants import (
 from kcp_shard_operator.core.api import model
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import KUBECONFIG_KEY, SecretKeyRef
-from kcp_shard_operator.core.frontproxy import render as frontproxy
+from kcp_shard_operator.core.frontproxy import names as frontproxy_names
 from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
-from kcp_shard_operator.core.shard.pki import admin_kubeconfig_secret, issues_client_certificates
+from kcp_shard_operator.core.shard.names import issues_client_certificates
+from kcp_shard_operator.core.shard.pki import admin_kubeconfig_secret
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
@@ -128,10 +129,10 @@ def _read_front_proxy(kube: Kube, namespace: str, name: str) -> tuple[str, bytes
             f"error: FrontProxy {namespace}/{name}: spec.pki.issue is false, so the operator "
             "issues no kubeconfig"
         )
-    where = f"Secret {namespace}/{frontproxy.admin_kubeconfig_secret(proxy)}"
-    value = (kube.secret_data(namespace, frontproxy.admin_kubeconfig_secret(proxy)) or {}).get(
-        KUBECONFIG_KEY
-    )
+    where = f"Secret {namespace}/{frontproxy_names.admin_kubeconfig_secret(proxy)}"
+    value = (
+        kube.secret_data(namespace, frontproxy_names.admin_kubeconfig_secret(proxy)) or {}
+    ).get(KUBECONFIG_KEY)
     if value is None:
         raise SystemExit(
             f"error: {where} not found: the operator issues it once the root shard is Ready"

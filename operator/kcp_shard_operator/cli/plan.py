@@ -27,9 +27,9 @@ from kcp_shard_operator.constants import (
     SHARD_KIND,
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.cacheserver import render as cacheserver
+from kcp_shard_operator.core.cacheserver import names as cacheserver_names
 from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
-from kcp_shard_operator.core.frontproxy import render as frontproxy
+from kcp_shard_operator.core.frontproxy import names as frontproxy_names
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.installation.documents import (
     is_shard,
@@ -176,12 +176,12 @@ def _from_cluster(namespaces: list[str]) -> Found:
         deployments[f"{namespace}/{meta['name']}"] = found
     others: dict[tuple[str, str], JSON | None] = {}
     for cache in caches:
-        name = cacheserver.child_name(cache)
+        name = cacheserver_names.child_name(cache)
         others[(CACHE_SERVER_KIND, cache.key)] = kube.get(
             "apps/v1", "Deployment", cache.namespace, name
         )
     for proxy in proxies:
-        name = frontproxy.child_name(proxy)
+        name = frontproxy_names.child_name(proxy)
         others[(FRONT_PROXY_KIND, proxy.key)] = kube.get(
             "apps/v1", "Deployment", proxy.namespace, name
         )

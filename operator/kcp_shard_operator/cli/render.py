@@ -14,7 +14,8 @@ from kcp_shard_operator.cli.options import add_deprecating_release_option, depre
 from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.core.api.model import SpecError
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
-from kcp_shard_operator.core.frontproxy.render import render_front_proxy, serving
+from kcp_shard_operator.core.frontproxy.names import serving
+from kcp_shard_operator.core.frontproxy.render import render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.installation.documents import (
     ShardProblem,

@@ -10,13 +10,8 @@ from kcp_shard_operator.controller.reads import labelled_pods, read, read_cache_
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver import pki as cachepki
-from kcp_shard_operator.core.cacheserver.render import (
-    child_name,
-    children_to_write,
-    claim_name,
-    selector_labels,
-    serving_secret,
-)
+from kcp_shard_operator.core.cacheserver.names import child_name, claim_name, serving_secret
+from kcp_shard_operator.core.cacheserver.render import children_to_write, selector_labels
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.cacheserver.status import CacheObservation, cache_server_status
 from kcp_shard_operator.core.status.conditions import invalid_status

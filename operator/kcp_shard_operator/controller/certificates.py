@@ -12,7 +12,7 @@ from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki import issuance, renewal
 from kcp_shard_operator.core.shard import pki
-from kcp_shard_operator.core.shard.meta import child_name
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.issuer import x509

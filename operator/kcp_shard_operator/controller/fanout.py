@@ -13,9 +13,10 @@ from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.shard import reconcile
 from kcp_shard_operator.core.api.model import SpecError
 from kcp_shard_operator.core.cacheserver import pki as cachepki
-from kcp_shard_operator.core.cacheserver.render import serving_secret
+from kcp_shard_operator.core.cacheserver.names import serving_secret
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
-from kcp_shard_operator.core.frontproxy.render import mounted, serving
+from kcp_shard_operator.core.frontproxy.names import serving
+from kcp_shard_operator.core.frontproxy.render import mounted
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import parse_shard

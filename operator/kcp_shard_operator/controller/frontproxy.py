@@ -24,15 +24,14 @@ from kcp_shard_operator.controller.reads import (
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.frontproxy import pki as frontproxypki
-from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
-from kcp_shard_operator.core.frontproxy.render import (
+from kcp_shard_operator.core.frontproxy.names import (
     admin_kubeconfig_secret,
     child_name,
     mapping_name,
-    mounted,
-    selector_labels,
     service_url,
 )
+from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
+from kcp_shard_operator.core.frontproxy.render import mounted, selector_labels
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.frontproxy.status import (
     ProxyObservation,

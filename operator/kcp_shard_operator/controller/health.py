@@ -19,7 +19,7 @@ from kcp_shard_operator.core.shard.health import (
     kcp_shard_name,
     no_admin_kubeconfig,
 )
-from kcp_shard_operator.core.shard.meta import child_name
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import condition
 from kcp_shard_operator.core.status.deployments import rollout_complete

@@ -17,7 +17,7 @@ from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
-from kcp_shard_operator.core.frontproxy.render import serving
+from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.shard.meta import selector_labels
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard

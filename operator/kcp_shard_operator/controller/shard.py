@@ -29,7 +29,7 @@ from kcp_shard_operator.controller.reads import (
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.shard.claim import claim_name
-from kcp_shard_operator.core.shard.meta import child_name
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard

@@ -10,8 +10,8 @@ client certificate is signed all the same, so that a kcp that starts checking fi
 from __future__ import annotations
 
 from kcp_shard_operator.constants import CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND
-from kcp_shard_operator.core.cacheserver import render as cacheserver
-from kcp_shard_operator.core.cacheserver.render import child_name, service_url, serving_secret
+from kcp_shard_operator.core.cacheserver.names import child_name, service_url, serving_secret
+from kcp_shard_operator.core.cacheserver.render import NAME
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.pki.issuance import (
     CA_LIFETIME_SECONDS,
@@ -34,7 +34,7 @@ def owner(cache: CacheServer) -> Owner:
         cache.name,
         cache.namespace,
         cache.uid,
-        cacheserver.NAME,
+        NAME,
     )
 
 

@@ -24,7 +24,12 @@ from kcp_shard_operator.core.api.meta import (
     version_label,
 )
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.cacheserver.spec import CHILD_SUFFIX, CacheServer
+from kcp_shard_operator.core.cacheserver.names import (
+    child_name,
+    claim_name,
+    serving_secret,
+)
+from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.rollout.drift import drifted_from
 from kcp_shard_operator.core.rollout.versions import downgrade_refusal, held_at_running_version
@@ -35,26 +40,6 @@ NAME = "kcp-cache-server"
 """``app.kubernetes.io/name`` of a cache server's objects."""
 DATA_DIR = "/data"
 TLS_DIR = "/etc/kcp-cache/tls"
-
-
-def child_name(cache: CacheServer) -> str:
-    return f"{cache.name}{CHILD_SUFFIX}"
-
-
-def claim_name(cache: CacheServer) -> str:
-    return f"{child_name(cache)}-data"
-
-
-def serving_secret(cache: CacheServer) -> str:
-    return (
-        cache.spec.serving_cert_secret_ref.name
-        if cache.spec.serving_cert_secret_ref
-        else (f"{child_name(cache)}-serving")
-    )
-
-
-def service_url(cache: CacheServer) -> str:
-    return f"https://{child_name(cache)}.{cache.namespace}.svc:{PORT}"
 
 
 def selector_labels(cache: CacheServer) -> dict[str, str]:

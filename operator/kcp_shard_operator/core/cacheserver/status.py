@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.cacheserver.names import service_url
 from kcp_shard_operator.core.cacheserver.pki import issues_kubeconfig
-from kcp_shard_operator.core.cacheserver.render import service_url
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.pki.issuance import cache_kubeconfig_secret
 from kcp_shard_operator.core.rollout.versions import DOWNGRADE_REFUSED

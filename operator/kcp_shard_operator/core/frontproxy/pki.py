@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.constants import FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND
-from kcp_shard_operator.core.frontproxy import render as frontproxy
-from kcp_shard_operator.core.frontproxy.render import (
+from kcp_shard_operator.core.frontproxy.names import (
     admin_kubeconfig_secret,
     child_name,
     external_url,
@@ -23,6 +22,7 @@ from kcp_shard_operator.core.frontproxy.render import (
     requestheader_secret,
     serving_secret,
 )
+from kcp_shard_operator.core.frontproxy.render import NAME
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki.issuance import (
     SHARD_BASE_CONTEXT,
@@ -31,12 +31,12 @@ from kcp_shard_operator.core.pki.issuance import (
     client_request,
     serving_request,
 )
-from kcp_shard_operator.core.shard.pki import (
-    ADMIN_GROUP,
+from kcp_shard_operator.core.shard.names import (
+    base_url,
     issues_client_certificates,
     requestheader_requests,
 )
-from kcp_shard_operator.core.shard.service import base_url
+from kcp_shard_operator.core.shard.pki import ADMIN_GROUP
 from kcp_shard_operator.core.shard.spec import Shard
 
 FRONT_PROXY_USER = "kcp-front-proxy"
@@ -52,7 +52,7 @@ def owner(proxy: FrontProxy) -> Owner:
         proxy.name,
         proxy.namespace,
         proxy.uid,
-        frontproxy.NAME,
+        NAME,
     )
 
 

@@ -12,17 +12,18 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.frontproxy.render import SPEC_FIELDS, render_front_proxy, root_name
+from kcp_shard_operator.core.frontproxy.names import root_name
+from kcp_shard_operator.core.frontproxy.render import SPEC_FIELDS, render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.kcp.secretkeys import absent_secrets, missing_keys
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.rollout.drift import drifted_from
 from kcp_shard_operator.core.rollout.versions import held_at_running_version
-from kcp_shard_operator.core.shard.plan import ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
     READY,
+    ROOT_SHARD_NOT_FOUND,
     WAITING_FOR_ROOT_SHARD,
     WAITING_FOR_SHARDS,
     condition,

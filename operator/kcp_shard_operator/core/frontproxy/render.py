@@ -9,7 +9,7 @@ operator and ``render`` both call :func:`render_front_proxy`.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import yaml
@@ -31,7 +31,15 @@ from kcp_shard_operator.core.api.meta import (
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
-from kcp_shard_operator.core.frontproxy.spec import CHILD_SUFFIX, FrontProxy
+from kcp_shard_operator.core.frontproxy.names import (
+    child_name,
+    kubeconfig_secret,
+    mapping_name,
+    requestheader_secret,
+    root_name,
+    serving_secret,
+)
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.kcp.flags import refuse_overrides
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.kcp.versions import (
@@ -42,7 +50,7 @@ from kcp_shard_operator.core.kcp.versions import (
     flag_applies,
 )
 from kcp_shard_operator.core.pki.issuance import Names
-from kcp_shard_operator.core.shard.service import base_url
+from kcp_shard_operator.core.shard.names import base_url
 from kcp_shard_operator.core.shard.spec import Shard
 
 NAME = "kcp-front-proxy"
@@ -62,52 +70,6 @@ SPEC_FIELDS = {
 }
 """The spec field each rendered flag comes from; ``--secure-port``, ``--root-directory`` and
 ``--mapping-file`` are the operator's own."""
-
-
-def serving(proxies: Iterable[FrontProxy], root: str) -> FrontProxy | None:
-    """The FrontProxy the Shards of root shard ``root`` advertise and trust: the first by
-    name of those naming ``root`` (one is what an installation has; more serve all the same,
-    but the shards' external URL is the first's)."""
-    named = sorted((p for p in proxies if root_name(p) == root), key=lambda p: p.name)
-    return named[0] if named else None
-
-
-def child_name(proxy: FrontProxy) -> str:
-    return f"{proxy.name}{CHILD_SUFFIX}"
-
-
-def mapping_name(proxy: FrontProxy) -> str:
-    return f"{child_name(proxy)}-mapping"
-
-
-def service_url(proxy: FrontProxy) -> str:
-    """Where the installation's shards and the operator reach the front-proxy."""
-    return f"https://{child_name(proxy)}.{proxy.namespace}.svc:{PORT}"
-
-
-def external_url(proxy: FrontProxy) -> str:
-    """Where users reach it: ``spec.externalURL``, else its Service."""
-    return proxy.spec.external_url or service_url(proxy)
-
-
-def root_name(proxy: FrontProxy) -> str:
-    return proxy.spec.root_shard_ref.name
-
-
-def serving_secret(proxy: FrontProxy) -> str:
-    return f"{child_name(proxy)}-serving"
-
-
-def requestheader_secret(proxy: FrontProxy) -> str:
-    return f"{child_name(proxy)}-requestheader"
-
-
-def kubeconfig_secret(proxy: FrontProxy) -> str:
-    return f"{child_name(proxy)}-kubeconfig"
-
-
-def admin_kubeconfig_secret(proxy: FrontProxy) -> str:
-    return f"{child_name(proxy)}-admin-kubeconfig"
 
 
 def selector_labels(proxy: FrontProxy) -> dict[str, str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.frontproxy.render import (
+from kcp_shard_operator.core.frontproxy.names import (
     admin_kubeconfig_secret,
     external_url,
     service_url,

@@ -16,10 +16,11 @@ from typing import Any
 
 from kcp_shard_operator.constants import CACHE_SERVER_KIND, FRONT_PROXY_KIND
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.cacheserver.render import child_name as cache_child_name
+from kcp_shard_operator.core.cacheserver.names import child_name as cache_child_name
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
-from kcp_shard_operator.core.frontproxy.render import proxy_flags, render_front_proxy, root_name
+from kcp_shard_operator.core.frontproxy.names import root_name
+from kcp_shard_operator.core.frontproxy.render import proxy_flags, render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.installation.steps import (
     INVALID,
@@ -38,9 +39,12 @@ from kcp_shard_operator.core.rollout.versions import (
     at_version,
     downgrade_refusal,
 )
-from kcp_shard_operator.core.shard.plan import ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.status.conditions import WAITING_FOR_CACHE_SERVER, WAITING_FOR_SHARDS
+from kcp_shard_operator.core.status.conditions import (
+    ROOT_SHARD_NOT_FOUND,
+    WAITING_FOR_CACHE_SERVER,
+    WAITING_FOR_SHARDS,
+)
 from kcp_shard_operator.core.status.deployments import deployed_version
 
 CACHE_CONTAINER = "cache-server"

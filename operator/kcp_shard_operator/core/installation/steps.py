@@ -17,15 +17,15 @@ from dataclasses import dataclass, field, replace
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver.spec import CacheServer, CacheServerSpec
-from kcp_shard_operator.core.frontproxy.render import serving
+from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.kcp.flags import flag_name
 from kcp_shard_operator.core.kcp.versions import MINIMUM_KCP_VERSION, InvalidVersionError, Version
 from kcp_shard_operator.core.shard.pki import takes_service_account_key, with_issued
-from kcp_shard_operator.core.shard.plan import ROOT_SHARD_NOT_FOUND, plan
+from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
-from kcp_shard_operator.core.status.conditions import READY, ROLLED_OUT
+from kcp_shard_operator.core.status.conditions import READY, ROLLED_OUT, ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.status.deployments import deployed_version
 
 ROLLS = "Rolls"

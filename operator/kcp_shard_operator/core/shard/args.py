@@ -17,7 +17,7 @@ from kcp_shard_operator.core.kcp.versions import (
     flag_applies,
     retired_flags,
 )
-from kcp_shard_operator.core.shard.service import base_url
+from kcp_shard_operator.core.shard.names import base_url
 from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
 
 ROOT_DIRECTORY = "/var/lib/kcp"

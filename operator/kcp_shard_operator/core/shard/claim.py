@@ -10,7 +10,8 @@ from __future__ import annotations
 from enum import Enum
 
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.shard.meta import child_name, metadata
+from kcp_shard_operator.core.shard.meta import metadata
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 from kcp_shard_operator.core.storage.spec import STORAGE_DELETE
 

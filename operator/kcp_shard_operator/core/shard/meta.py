@@ -5,11 +5,8 @@ from __future__ import annotations
 from kcp_shard_operator.constants import FIELD_MANAGER, SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, ROOT_SHARD_LABEL, version_label
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
-
-
-def child_name(shard: Shard) -> str:
-    return f"{shard.name}-kcp"
 
 
 def selector_labels(shard: Shard) -> dict[str, str]:

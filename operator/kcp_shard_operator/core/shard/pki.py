@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
-from kcp_shard_operator.core.frontproxy.render import external_url, service_url
+from kcp_shard_operator.core.frontproxy.names import external_url, service_url
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.kcp.versions import (
@@ -32,14 +31,18 @@ from kcp_shard_operator.core.kcp.versions import (
 from kcp_shard_operator.core.pki.issuance import (
     SHARD_BASE_CONTEXT,
     Names,
-    Owner,
     Purpose,
     Request,
     client_request,
     serving_request,
 )
-from kcp_shard_operator.core.shard.meta import child_name
-from kcp_shard_operator.core.shard.service import base_url
+from kcp_shard_operator.core.shard.names import (
+    base_url,
+    child_name,
+    issues_client_certificates,
+    owner_of,
+    requestheader_requests,
+)
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 
 ADMIN_USER = "kcp-shard-operator"
@@ -54,11 +57,6 @@ EXTERNAL_LOGICAL_CLUSTER_ADMIN = (
 )
 """kcp's identity for reading and deleting LogicalClusters through the front-proxy, which
 passes this group on to the shards (it drops ``system:masters`` and the internal one)."""
-
-
-def owner_of(shard: Shard) -> Owner:
-    """``shard`` as the owner of the Secrets issued for it."""
-    return Owner(SHARD_API_VERSION, SHARD_KIND, shard.name, shard.namespace, shard.uid)
 
 
 def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON | None) -> bool:
@@ -135,17 +133,6 @@ def _logical_cluster_admin(shard: Shard) -> Request:
 def needs_root_kubeconfig(shard: Shard, deprecating_release: Version) -> bool:
     return not shard.spec.is_root and flag_applies(
         ROOT_SHARD_KUBECONFIG_FLAG, shard.spec.kcp_version, Role.NON_ROOT, deprecating_release
-    )
-
-
-def issues_client_certificates(shard: Shard) -> bool:
-    """Whether a client certificate the operator signs reaches ``shard``: it serves the
-    operator's serving certificate and trusts the operator's CA (neither is the user's)."""
-    tls = shard.spec.tls
-    return (
-        shard.spec.pki.issue
-        and tls.serving_cert_secret_ref is None
-        and tls.client_ca_secret_ref is None
     )
 
 
@@ -282,24 +269,6 @@ def trust_requests(shard: Shard, root: Shard | None, proxy: FrontProxy | None) -
     if proxy is None or issuing is None or shard.spec.tls.request_header_client_ca_secret_ref:
         return []
     return requestheader_requests(issuing)
-
-
-def requestheader_requests(root: Shard) -> list[Request]:
-    """The installation's requestheader CA and its bundle, which the shards trust for the
-    headers their front-proxy forwards (a CA of its own: no other certificate of the
-    installation may name a user in those headers)."""
-    names = Names(root.name)
-    return [
-        Request(
-            names.requestheader_ca, Purpose.CA, owner_of(root), f"{root.name} requestheader CA"
-        ),
-        Request(
-            names.requestheader_client_ca,
-            Purpose.CLIENT_CA,
-            owner_of(root),
-            "requestheader client CA bundle",
-        ),
-    ]
 
 
 def with_issued(

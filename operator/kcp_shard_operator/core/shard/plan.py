@@ -27,20 +27,19 @@ from kcp_shard_operator.core.shard.claim import (
     runs_on_empty_dir,
     storage_of,
 )
-from kcp_shard_operator.core.shard.meta import child_name
+from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
+    CACHE_SERVER_NOT_FOUND,
     READY,
+    ROOT_SHARD_NOT_FOUND,
     WAITING_FOR_CACHE_SERVER,
     WAITING_FOR_ROOT_SHARD,
     condition,
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
 from kcp_shard_operator.core.storage.claim import refused_change
-
-ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
-CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"
 
 
 @dataclass(frozen=True)

@@ -157,3 +157,7 @@ def invalid_status(previous: JSON | None, generation: int, problem: str, now: st
         conditions=merged_conditions(base, conditions, generation, now),
     )
     return base
+
+
+ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
+CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"
