@@ -18,8 +18,7 @@ from urllib.parse import quote
 
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.kcp.versions import Version, parse_or_none
-from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
-from kcp_shard_operator.core.shard.pki import ADMIN_GROUP
+from kcp_shard_operator.core.pki.issuance import ADMIN_GROUP, SHARD_BASE_CONTEXT
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import IDENTITY_CACHE_CLEANED, Condition, condition
 

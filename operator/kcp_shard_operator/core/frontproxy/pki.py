@@ -25,6 +25,7 @@ from kcp_shard_operator.core.frontproxy.names import (
 from kcp_shard_operator.core.frontproxy.render import NAME
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki.issuance import (
+    ADMIN_GROUP,
     SHARD_BASE_CONTEXT,
     Owner,
     Request,
@@ -36,7 +37,6 @@ from kcp_shard_operator.core.shard.names import (
     issues_client_certificates,
     requestheader_requests,
 )
-from kcp_shard_operator.core.shard.pki import ADMIN_GROUP
 from kcp_shard_operator.core.shard.spec import Shard
 
 FRONT_PROXY_USER = "kcp-front-proxy"

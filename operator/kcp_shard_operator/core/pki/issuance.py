@@ -295,3 +295,7 @@ def certificates_status(secrets: list[JSON]) -> list[JSON]:
 def cache_kubeconfig_secret(cache_server: str) -> str:
     """The kubeconfig issued for CacheServer ``cache_server``, which the shards naming it mount."""
     return f"{cache_server}-cache-kubeconfig"
+
+
+ADMIN_GROUP = "system:masters"
+"""The group kcp grants everything on a shard; the identity-cache cleanup needs it."""

@@ -29,6 +29,7 @@ from kcp_shard_operator.core.kcp.versions import (
     flag_applies,
 )
 from kcp_shard_operator.core.pki.issuance import (
+    ADMIN_GROUP,
     SHARD_BASE_CONTEXT,
     Names,
     Purpose,
@@ -46,8 +47,6 @@ from kcp_shard_operator.core.shard.names import (
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 
 ADMIN_USER = "kcp-shard-operator"
-ADMIN_GROUP = "system:masters"
-"""The group kcp grants everything on a shard; the identity-cache cleanup needs it."""
 LOGICAL_CLUSTER_ADMIN_USER = "logical-cluster-admin"
 LOGICAL_CLUSTER_ADMIN_GROUP = "system:kcp:logical-cluster-admin"
 """kcp's group for creating LogicalClusters on other shards (its bootstrap policy)."""
