@@ -11,7 +11,6 @@ meant for the installation's shards only.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -27,17 +26,18 @@ from kcp_shard_operator.core.kcp.podfields import (
     tolerations_field,
 )
 from kcp_shard_operator.core.kcp.serverspec import (
-    MAX_VERSION_LENGTH,
-    NAME_PATTERN,
+    TAGGED_BUILD_CEL,
+    TAGGED_BUILD_MESSAGE,
     ImageSpec,
+    ServerSpec,
+    check_child_name,
     checked_version,
-)
-from kcp_shard_operator.core.kcp.versions import (
-    VERSION_PATTERN,
-    Version,
+    image_field,
+    tagged_build,
+    version_field,
 )
 from kcp_shard_operator.core.pki.spec import (
-    PKISpec,
+    IssuesOwnPKI,
     check_pki,
     lifetime_field,
     renew_before_field,
@@ -45,7 +45,6 @@ from kcp_shard_operator.core.pki.spec import (
 from kcp_shard_operator.core.storage.spec import StorageSpec, check_storage
 
 CHILD_SUFFIX = "-cache"
-MAX_NAME_LENGTH = 63 - len(CHILD_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -65,20 +64,11 @@ class CachePKISpec:
 
 
 @dataclass(frozen=True)
-class CacheServerSpec:
+class CacheServerSpec(ServerSpec, IssuesOwnPKI):
     """Desired state of a kcp cache server."""
 
-    version: str = field(
-        "version",
-        "kcp version of the cache server, semver without a leading v (e.g. 0.28.0).",
-        pattern=VERSION_PATTERN,
-        maxLength=MAX_VERSION_LENGTH,
-    )
-    image: ImageSpec = field(
-        "image",
-        "Container image (kcp's image, which holds /cache-server).",
-        default_factory=ImageSpec,
-    )
+    version: str = version_field(" of the cache server", "0.28.0")
+    image: ImageSpec = image_field("Container image (kcp's image, which holds /cache-server).")
     storage: StorageSpec | None = field(
         "storage",
         "Volume of the cache server's root directory, which holds its embedded etcd (default: "
@@ -99,24 +89,8 @@ class CacheServerSpec:
     affinity: JSON | None = affinity_field()
 
     @property
-    def kcp_version(self) -> Version:
-        return Version.parse(self.version)
-
-    @property
     def storage_or_default(self) -> StorageSpec:
         return self.storage or StorageSpec()
-
-    @property
-    def image_ref(self) -> str:
-        return self.image.ref(self.version)
-
-    @property
-    def as_pki(self) -> PKISpec:
-        return PKISpec(
-            issue=self.pki.issue,
-            certificate_lifetime=self.pki.certificate_lifetime,
-            renew_before=self.pki.renew_before,
-        )
 
 
 @dataclass(frozen=True)
@@ -131,12 +105,7 @@ RULES: tuple[tuple[str, str, Callable[[CacheServerSpec], bool]], ...] = (
         "spec.pki.issue false needs spec.servingCertSecretRef: the cache server serves TLS only",
         lambda spec: spec.pki.issue or spec.serving_cert_secret_ref is not None,
     ),
-    (
-        "!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
-        "spec.version with build metadata (+...) needs spec.image.tag: an image tag cannot "
-        "contain '+'",
-        lambda spec: "+" not in spec.version or bool(spec.image.tag),
-    ),
+    (TAGGED_BUILD_CEL, TAGGED_BUILD_MESSAGE, tagged_build),
 )
 
 
@@ -152,12 +121,7 @@ def validate(spec: CacheServerSpec) -> None:
 
 
 def check_name(name: str) -> None:
-    if len(name) > MAX_NAME_LENGTH or not re.match(NAME_PATTERN, name):
-        raise SpecError(
-            "metadata.name",
-            f"{name!r} must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters: "
-            f"its Service is <name>{CHILD_SUFFIX}",
-        )
+    check_child_name(name, CHILD_SUFFIX)
 
 
 def parse_cache_server(obj: Any) -> CacheServer:

@@ -10,7 +10,6 @@ clusters of every shard.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -28,16 +27,20 @@ from kcp_shard_operator.core.kcp.podfields import (
     tolerations_field,
 )
 from kcp_shard_operator.core.kcp.serverspec import (
-    MAX_REPLICAS,
-    MAX_VERSION_LENGTH,
-    NAME_PATTERN,
+    TAGGED_BUILD_CEL,
+    TAGGED_BUILD_MESSAGE,
     ImageSpec,
+    ServerSpec,
+    check_child_name,
     checked_version,
+    image_field,
+    replicas_field,
+    tagged_build,
+    version_field,
 )
-from kcp_shard_operator.core.kcp.versions import VERSION_PATTERN, Version
 from kcp_shard_operator.core.pki.spec import (
     URL_PATTERN,
-    PKISpec,
+    IssuesOwnPKI,
     check_pki,
     lifetime_field,
     renew_before_field,
@@ -45,7 +48,6 @@ from kcp_shard_operator.core.pki.spec import (
 )
 
 CHILD_SUFFIX = "-front-proxy"
-MAX_NAME_LENGTH = 63 - len(CHILD_SUFFIX)
 DEFAULT_REPLICAS = 2
 SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
 URL_MESSAGE = "spec.externalURL must be an https URL with a host, e.g. https://kcp.example.com"
@@ -100,30 +102,18 @@ class FrontProxyPKISpec:
 
 
 @dataclass(frozen=True)
-class FrontProxySpec:
+class FrontProxySpec(ServerSpec, IssuesOwnPKI):
     """Desired state of a kcp front-proxy."""
 
-    version: str = field(
-        "version",
-        "kcp version of the front-proxy, semver without a leading v (e.g. 0.28.0).",
-        pattern=VERSION_PATTERN,
-        maxLength=MAX_VERSION_LENGTH,
-    )
+    version: str = version_field(" of the front-proxy", "0.28.0")
     root_shard_ref: LocalObjectRef = field(
         "rootShardRef",
         "The root Shard (same namespace) of the installation the front-proxy serves. Immutable.",
     )
-    image: ImageSpec = field(
-        "image",
-        "Container image (kcp's image, which holds /kcp-front-proxy).",
-        default_factory=ImageSpec,
-    )
-    replicas: int = field(
-        "replicas",
+    image: ImageSpec = image_field("Container image (kcp's image, which holds /kcp-front-proxy).")
+    replicas: int = replicas_field(
         "Number of front-proxy pods (stateless; more than one gets a PodDisruptionBudget).",
-        default=DEFAULT_REPLICAS,
-        minimum=1,
-        maximum=MAX_REPLICAS,
+        DEFAULT_REPLICAS,
     )
     external_url: str | None = field(
         "externalURL",
@@ -162,22 +152,6 @@ class FrontProxySpec:
     tolerations: list[JSON] = tolerations_field()
     affinity: JSON | None = affinity_field()
 
-    @property
-    def kcp_version(self) -> Version:
-        return Version.parse(self.version)
-
-    @property
-    def image_ref(self) -> str:
-        return self.image.ref(self.version)
-
-    @property
-    def as_pki(self) -> PKISpec:
-        return PKISpec(
-            issue=self.pki.issue,
-            certificate_lifetime=self.pki.certificate_lifetime,
-            renew_before=self.pki.renew_before,
-        )
-
 
 @dataclass(frozen=True)
 class FrontProxy(KcpObject[FrontProxySpec]):
@@ -206,12 +180,7 @@ RULES: tuple[tuple[str, str, Callable[[FrontProxySpec], bool] | None], ...] = (
             )
         ),
     ),
-    (
-        "!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
-        "spec.version with build metadata (+...) needs spec.image.tag: an image tag cannot "
-        "contain '+'",
-        lambda spec: "+" not in spec.version or bool(spec.image.tag),
-    ),
+    (TAGGED_BUILD_CEL, TAGGED_BUILD_MESSAGE, tagged_build),
     (
         "self.rootShardRef.name == oldSelf.rootShardRef.name",
         "spec.rootShardRef cannot be changed after creation",
@@ -234,12 +203,7 @@ def validate(spec: FrontProxySpec) -> None:
 
 
 def check_name(name: str) -> None:
-    if len(name) > MAX_NAME_LENGTH or not re.match(NAME_PATTERN, name):
-        raise SpecError(
-            "metadata.name",
-            f"{name!r} must be a DNS-1035 label of at most {MAX_NAME_LENGTH} characters: "
-            f"its Service is <name>{CHILD_SUFFIX}",
-        )
+    check_child_name(name, CHILD_SUFFIX)
 
 
 def parse_front_proxy(obj: Any) -> FrontProxy:

@@ -15,8 +15,8 @@ from kcp_shard_operator.constants import (
 from kcp_shard_operator.core.api.model import JSON, object_schema
 from kcp_shard_operator.core.cacheserver import spec as cachespec
 from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
-from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN
-from kcp_shard_operator.core.shard.spec import MAX_NAME_LENGTH, SPEC_RULES, ShardSpec
+from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN, max_name_length
+from kcp_shard_operator.core.shard.spec import CHILD_SUFFIX, SPEC_RULES, ShardSpec
 
 
 def _condition_schema() -> JSON:
@@ -109,12 +109,13 @@ def _crd(
     }
 
 
-def _name_rule(max_length: int, service: str) -> JSON:
+def _name_rule(kind: str, suffix: str) -> JSON:
+    max_length = max_name_length(suffix)
     return {
         "rule": f"size(self.metadata.name) <= {max_length} && "
         f"self.metadata.name.matches('{NAME_PATTERN}')",
         "message": f"metadata.name must be a DNS-1035 label of at most {max_length} "
-        f"characters: the {service}",
+        f"characters: the {kind}'s Service is <name>{suffix}",
     }
 
 
@@ -171,7 +172,7 @@ def shard_crd() -> JSON:
         spec,
         status_schema(),
         columns,
-        _name_rule(MAX_NAME_LENGTH, "Shard's Service is <name>-kcp"),
+        _name_rule(SHARD_KIND, CHILD_SUFFIX),
     )
 
 
@@ -218,7 +219,7 @@ def cache_server_crd() -> JSON:
         spec,
         cache_server_status_schema(),
         columns,
-        _name_rule(cachespec.MAX_NAME_LENGTH, "CacheServer's Service is <name>-cache"),
+        _name_rule(CACHE_SERVER_KIND, cachespec.CHILD_SUFFIX),
     )
 
 
@@ -275,7 +276,7 @@ def front_proxy_crd() -> JSON:
         spec,
         front_proxy_status_schema(),
         columns,
-        _name_rule(frontproxyspec.MAX_NAME_LENGTH, "FrontProxy's Service is <name>-front-proxy"),
+        _name_rule(FRONT_PROXY_KIND, frontproxyspec.CHILD_SUFFIX),
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from kcp_shard_operator.core.api.model import SpecError, field
 from kcp_shard_operator.core.api.refs import LocalObjectRef
@@ -96,4 +97,19 @@ def check_pki(pki: PKISpec) -> None:
             "spec.pki.renewBefore",
             f"{pki.renew_before!r} must be a duration (e.g. 720h) shorter than "
             f"spec.pki.certificateLifetime ({pki.certificate_lifetime})",
+        )
+
+
+class IssuesOwnPKI:
+    """The :class:`PKISpec` of a kind whose ``spec.pki`` holds only ``issue``, the lifetime
+    and the renewal window (a mixin of the cache server's and front-proxy's spec)."""
+
+    pki: Any
+
+    @property
+    def as_pki(self) -> PKISpec:
+        return PKISpec(
+            issue=self.pki.issue,
+            certificate_lifetime=self.pki.certificate_lifetime,
+            renew_before=self.pki.renew_before,
         )

@@ -11,11 +11,11 @@ from kcp_shard_operator.core.pki.issuance import (
     Purpose,
     Request,
 )
-from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.spec import CHILD_SUFFIX, Shard
 
 
 def child_name(shard: Shard) -> str:
-    return f"{shard.name}-kcp"
+    return f"{shard.name}{CHILD_SUFFIX}"
 
 
 def service_url(shard: Shard) -> str:

@@ -24,16 +24,21 @@ from kcp_shard_operator.core.kcp.podfields import (
     tolerations_field,
 )
 from kcp_shard_operator.core.kcp.serverspec import (
-    MAX_REPLICAS,
-    MAX_VERSION_LENGTH,
     NAME_PATTERN,
+    TAGGED_BUILD_CEL,
+    TAGGED_BUILD_MESSAGE,
     ImageSpec,
+    ServerSpec,
     checked_version,
+    image_field,
+    max_name_length,
+    replicas_field,
+    tagged_build,
     url_message,
     url_rule,
+    version_field,
 )
 from kcp_shard_operator.core.kcp.versions import (
-    VERSION_PATTERN,
     Version,
     ignores_root_shard_flag,
 )
@@ -45,7 +50,8 @@ from kcp_shard_operator.core.storage.spec import (
 )
 
 DEFAULT_REPLICAS = 1
-MAX_NAME_LENGTH = 63 - len("-kcp")
+CHILD_SUFFIX = "-kcp"
+MAX_NAME_LENGTH = max_name_length(CHILD_SUFFIX)
 
 
 @dataclass(frozen=True)
@@ -143,22 +149,13 @@ class Rule:
 
 
 @dataclass(frozen=True)
-class ShardSpec:
+class ShardSpec(ServerSpec):
     """Desired state of a kcp shard."""
 
-    version: str = field(
-        "version",
-        "kcp version, semver without a leading v (e.g. 0.32.3).",
-        pattern=VERSION_PATTERN,
-        maxLength=MAX_VERSION_LENGTH,
-    )
-    image: ImageSpec = field("image", "Container image.", default_factory=ImageSpec)
-    replicas: int = field(
-        "replicas",
-        "Number of kcp pods; more than one needs external etcd.",
-        default=DEFAULT_REPLICAS,
-        minimum=1,
-        maximum=MAX_REPLICAS,
+    version: str = version_field("", "0.32.3")
+    image: ImageSpec = image_field()
+    replicas: int = replicas_field(
+        "Number of kcp pods; more than one needs external etcd.", DEFAULT_REPLICAS
     )
     root_shard_ref: LocalObjectRef | None = field(
         "rootShardRef",
@@ -233,10 +230,6 @@ class ShardSpec:
         return self.storage or StorageSpec()
 
     @property
-    def kcp_version(self) -> Version:
-        return Version.parse(self.version)
-
-    @property
     def secret_names(self) -> list[str]:
         """Every Secret the shard's pods may mount, whatever its version (sorted).
 
@@ -257,10 +250,6 @@ class ShardSpec:
             self.tls.root_ca_secret_ref,
         )
         return sorted({ref.name for ref in refs if ref is not None})
-
-    @property
-    def image_ref(self) -> str:
-        return self.image.ref(self.version)
 
 
 @dataclass(frozen=True)
@@ -312,12 +301,7 @@ SPEC_RULES = (
         "keeps its data in that etcd",
         holds=lambda spec: spec.embedded_etcd or spec.storage is None,
     ),
-    Rule(
-        cel="!self.version.contains('+') || (has(self.image) && has(self.image.tag))",
-        message="spec.version with build metadata (+...) needs spec.image.tag: an image tag "
-        "cannot contain '+'",
-        holds=lambda spec: "+" not in spec.version or bool(spec.image.tag),
-    ),
+    Rule(cel=TAGGED_BUILD_CEL, message=TAGGED_BUILD_MESSAGE, holds=tagged_build),
     Rule(
         cel="!has(self.logicalClusterAdminKubeconfigSecretRef) || has(self.externalURL)",
         message="spec.logicalClusterAdminKubeconfigSecretRef needs spec.externalURL: kcp "
