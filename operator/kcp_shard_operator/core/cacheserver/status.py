@@ -27,7 +27,6 @@ from kcp_shard_operator.core.status.conditions import (
 from kcp_shard_operator.core.status.deployments import (
     deployed_version,
     pod_problems,
-    rollout_complete,
 )
 
 
@@ -63,11 +62,9 @@ def _problems(seen: CacheObservation) -> list[tuple[str, str]]:
 def conditions_for(cache: CacheServer, seen: CacheObservation) -> tuple[str, list[Condition]]:
     deployment = seen.deployment
     running = deployed_version(deployment)
-    progress = Progress(
-        wanted=cache.spec.version,
-        running=running,
-        complete=rollout_complete(deployment),
-        deployed=deployment is not None,
+    progress = Progress.of(
+        cache.spec.version,
+        deployment,
         error=(DOWNGRADE_REFUSED, seen.downgrade) if seen.downgrade else None,
     )
     if progress.done or (progress.complete and seen.downgrade):

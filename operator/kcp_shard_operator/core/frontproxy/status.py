@@ -115,11 +115,9 @@ def conditions_for(proxy: FrontProxy, seen: ProxyObservation) -> tuple[str, list
         ready = Condition(READY, False, "NoDeployment", "the Deployment does not exist yet")
     else:
         ready = Condition(READY, False, "RollingOut", f"{replicas} ready")
-    progress = Progress(
-        wanted=proxy.spec.version,
-        running=running,
-        complete=complete,
-        deployed=deployment is not None,
+    progress = Progress.of(
+        proxy.spec.version,
+        deployment,
         error=(seen.error_reason, seen.error) if seen.error else None,
         waiting=(seen.waiting_reason, seen.waiting) if seen.waiting else None,
     )

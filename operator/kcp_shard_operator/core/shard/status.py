@@ -108,11 +108,9 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     else:
         ready = Condition(READY, False, "RollingOut", f"{ready_replicas}/{desired} replicas ready")
 
-    progress = Progress(
-        wanted=shard.spec.version,
-        running=running,
-        complete=complete,
-        deployed=deployment is not None,
+    progress = Progress.of(
+        shard.spec.version,
+        deployment,
         error=(seen.error_reason, seen.error) if seen.error else None,
         waiting=(seen.waiting_reason, seen.waiting) if seen.waiting else None,
     )

@@ -52,6 +52,24 @@ class Progress:
     def done(self) -> bool:
         return self.complete and self.running == self.wanted
 
+    @classmethod
+    def of(
+        cls,
+        wanted: str,
+        deployment: JSON | None,
+        error: tuple[str, str] | None = None,
+        waiting: tuple[str, str] | None = None,
+    ) -> Progress:
+        """The rollout of ``wanted`` as ``deployment`` shows it."""
+        return cls(
+            wanted=wanted,
+            running=deployed_version(deployment),
+            complete=rollout_complete(deployment),
+            deployed=deployment is not None,
+            error=error,
+            waiting=waiting,
+        )
+
 
 def progressing_condition(progress: Progress) -> Condition:
     """``Progressing``: stopped by an error, waiting, complete, or rolling out."""
