@@ -8,8 +8,27 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from importlib import metadata
+from typing import Any
 
 from kcp_shard_operator.cli import cleanup, crd, kubeconfig, migrate, plan, render, run
+
+DISTRIBUTION = "kcp-shard-operator"
+
+
+class _Version(argparse.Action):
+    """``--version``: the installed distribution's version, looked up only when asked."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        try:
+            version = metadata.version(DISTRIBUTION)
+        except metadata.PackageNotFoundError:
+            parser.exit(2, f"error: the {DISTRIBUTION} distribution is not installed\n")
+        sys.stdout.write(f"{version}\n")
+        parser.exit()
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -17,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="kcp-shard-operator",
         description="Run and upgrade sharded kcp on Kubernetes.",
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (run, render, plan, crd, migrate, cleanup, kubeconfig):
         module.register(commands)
