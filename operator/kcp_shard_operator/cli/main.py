@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
@@ -31,13 +32,46 @@ class _Version(argparse.Action):
         parser.exit()
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Wraps a description or epilog line by line, so that its lists stay lists: a line
+    indented by spaces keeps its indent, and its continuation lines go two spaces deeper."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        lines = []
+        for line in text.splitlines():
+            body = line.lstrip(" ")
+            margin = indent + line[: len(line) - len(body)]
+            hanging = margin + "  " if margin != indent else margin
+            lines.append(
+                textwrap.fill(
+                    body,
+                    width,
+                    initial_indent=margin,
+                    subsequent_indent=hanging,
+                    break_on_hyphens=False,
+                )
+            )
+        return "\n".join(lines)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A sub-command's parser, with the :class:`HelpFormatter`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(formatter_class=HelpFormatter, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="kcp-shard-operator",
         description="Run and upgrade sharded kcp on Kubernetes.",
+        epilog="'kcp-shard-operator COMMAND --help' says what a command reads and writes.",
+        formatter_class=HelpFormatter,
     )
     parser.add_argument("--version", action=_Version, help="print the version and exit")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = parser.add_subparsers(
+        dest="command", required=True, metavar="COMMAND", parser_class=_Parser
+    )
     for module in (run, render, plan, crd, migrate, cleanup, kubeconfig):
         module.register(commands)
     return parser

@@ -76,8 +76,18 @@ def register(commands: Any) -> None:
         description="Show, per CacheServer, Shard and FrontProxy and in the order the "
         "operator rolls them, the kcp version now and after, the flags added and dropped, "
         "whether the stale identity-cache ConfigMap will be deleted, what each waits for and "
-        "what is refused. Reads the live cluster (those objects and their Deployments only), "
-        "or files with -f.",
+        "what is refused. Changes nothing.",
+        epilog=f"""reads:
+  without -f, the cluster ({credentials.SOURCES}): lists Shards, CacheServers and \
+FrontProxies in each -n namespace (without -n: in every namespace), gets the Deployment of each
+  with -f, the files instead (of a directory, its .yaml, .yml and .json files; '-': standard \
+input)
+writes:
+  the plan on stdout (-o), errors on stderr; nothing in the cluster
+exit codes:
+  0  the plan is printed, also when a step is refused
+  2  an error, in one line on stderr: a bad option or file, no Shard found, no credentials, \
+an API error""",
     )
     parser.add_argument(
         "--to",
@@ -103,12 +113,19 @@ def register(commands: Any) -> None:
         default=[],
         help="plan the objects of this namespace (repeatable; default: all namespaces)",
     )
-    parser.add_argument("-o", "--output", choices=FORMATS, default="table")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help="table for people, json or yaml (the same fields) for scripts (default: %(default)s)",
+    )
     parser.add_argument(
         "--identity-cache-cleanup",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="whether the operator deletes the stale ConfigMap (its setting; default on)",
+        help="whether the operator deletes the stale identity-cache ConfigMap: its setting "
+        "(default: on)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
