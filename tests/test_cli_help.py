@@ -73,6 +73,8 @@ READS_AND_WRITES = {
         "every namespace), gets the Deployment of each",
         "with -f, the files instead",
         "writes: the plan on stdout (-o), errors on stderr; nothing in the cluster",
+        "exit codes: 0 the plan is printed; without --exit-code, also when a step is refused",
+        "3 with --exit-code: the plan is printed and a step is Refused or InvalidSpec",
     ],
     "crd": ["reads: nothing", "writes: the CRDs as YAML on stdout; nothing in the cluster"],
     "migrate-values": [

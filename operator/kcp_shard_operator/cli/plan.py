@@ -39,6 +39,8 @@ from kcp_shard_operator.core.installation.documents import (
 )
 from kcp_shard_operator.core.installation.plan import Deployments, as_deployed, plan_installation
 from kcp_shard_operator.core.installation.steps import (
+    INVALID,
+    REFUSED,
     Cleanup,
     Step,
     TargetError,
@@ -67,6 +69,10 @@ COLUMNS = (
     "OUTCOME",
 )
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+EXIT_ERROR = 2
+EXIT_REFUSED = 3
+BLOCKED = (REFUSED, INVALID)
+"""The outcomes ``--exit-code`` reports: what the operator refuses, not what waits."""
 
 
 def register(commands: Any) -> None:
@@ -85,9 +91,10 @@ input)
 writes:
   the plan on stdout (-o), errors on stderr; nothing in the cluster
 exit codes:
-  0  the plan is printed, also when a step is refused
-  2  an error, in one line on stderr: a bad option or file, no Shard found, no credentials, \
-an API error""",
+  0  the plan is printed; without --exit-code, also when a step is refused
+  {EXIT_ERROR}  an error, in one line on stderr: a bad option or file, no Shard found, no \
+credentials, an API error
+  {EXIT_REFUSED}  with --exit-code: the plan is printed and a step is {REFUSED} or {INVALID}""",
     )
     parser.add_argument(
         "--to",
@@ -126,6 +133,13 @@ an API error""",
         default=True,
         help="whether the operator deletes the stale identity-cache ConfigMap: its setting "
         "(default: on)",
+    )
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help=f"exit {EXIT_REFUSED} when a step is {REFUSED} (as DowngradeRefused, "
+        f"RootShardNotFound) or {INVALID}, as the operator would report it; a step that only "
+        "waits does not count (default: exit 0 whenever the plan is printed)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
@@ -293,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         target = None if args.to is None else check_target(args.to)
     except (InvalidVersionError, TargetError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     try:
         if args.filename:
             found = _from_files(args.filename, release)
@@ -301,18 +315,18 @@ def run(args: argparse.Namespace) -> int:
             found = _from_cluster(args.namespace)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except CredentialsError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except APIError as err:
         where = ", ".join(args.namespace) or "all namespaces (name some with -n)"
         print(f"error: reading the objects in {where}: {error_message(err)}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     objects, deployments, caches, proxies, others = found
     if not objects:
         print("error: no Shard found", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     cleanup = _cleanup(release, args.identity_cache_cleanup)
     shard_steps = plan_upgrade(
         objects, deployments, target, release, cleanup, {c.key for c in caches}, proxies
@@ -324,4 +338,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(yaml.safe_dump(document(steps, target, release), sort_keys=False))
     else:
         sys.stdout.write(table(steps, target))
+    if args.exit_code and any(step.outcome in BLOCKED for step in steps):
+        return EXIT_REFUSED
     return 0
