@@ -207,6 +207,35 @@ def test_a_refused_plan_exits_zero_and_says_why(
     assert "ns/root: kcp 0.27.1 would downgrade the running kcp 0.28.0" in out
 
 
+@pytest.mark.parametrize(("target", "code"), [("0.27.1", 3), ("0.34.0", 0)])
+def test_with_exit_code_a_refused_plan_exits_3_after_printing_it(
+    target: str, code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "shards.yaml"
+    path.write_text(yaml.safe_dump_all(installation("0.28.0")), encoding="utf-8")
+    assert main(["plan", "-f", str(path), "--to", target, "--exit-code", "-o", "json"]) == code
+    outcomes = {step["outcome"] for step in json.loads(capsys.readouterr().out)["steps"]}
+    assert outcomes == ({REFUSED} if code else {ROLLS})
+
+
+@pytest.mark.parametrize(("extra", "code"), [([], 0), (["--exit-code"], 3)])
+def test_with_exit_code_an_invalid_spec_exits_3(
+    extra: list[str], code: int, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    objects = installation("0.27.1")
+    objects[1]["spec"].update(pki={"issue": False}, rootShardKubeconfigSecretRef={"name": "r"})
+    del objects[1]["spec"]["cache"]
+    path = tmp_path / "shards.yaml"
+    path.write_text(yaml.safe_dump_all(objects), encoding="utf-8")
+    assert main(["plan", "-f", str(path), "--to", "0.34.0", *extra]) == code
+    assert f"{INVALID}: {INVALID}" in capsys.readouterr().out
+
+
+def test_with_exit_code_an_error_still_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "-f", str(SAMPLES), "--to", "banana", "--exit-code"]) == 2
+    assert capsys.readouterr().err.startswith("error: --to 'banana'")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -125,8 +125,9 @@ def events(kubectl: Kubectl, ns: str, name: str) -> list[str]:
     return [item["reason"] for item in json.loads(out)["items"]]
 
 
-def plan_json(cluster: Cluster, *args: str) -> dict[str, Any]:
-    """``kcp-shard-operator plan <args> -o json`` against ``cluster``, parsed."""
+def plan_json(cluster: Cluster, *args: str, exit_code: int = 0) -> dict[str, Any]:
+    """``kcp-shard-operator plan <args> -o json`` against ``cluster``, parsed; it must exit
+    ``exit_code``."""
     exe = Path(sys.executable).parent / "kcp-shard-operator"
     proc = subprocess.run(
         [str(exe), "plan", *args, "-o", "json"],
@@ -136,6 +137,6 @@ def plan_json(cluster: Cluster, *args: str) -> dict[str, Any]:
         timeout=60,
         check=False,
     )
-    assert proc.returncode == 0, proc.stderr
+    assert proc.returncode == exit_code, proc.stderr
     found: dict[str, Any] = json.loads(proc.stdout)
     return found

@@ -167,7 +167,7 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     print(f"plan order {order}, Deployments changed at {changed_at}")
     assert plan_json(cluster, "-n", namespace)["steps"][0]["outcome"] == "Unchanged"
 
-    refused = plan_json(cluster, "-n", namespace, "--to", OLD)["steps"]
+    refused = plan_json(cluster, "-n", namespace, "--to", OLD, "--exit-code", exit_code=3)["steps"]
     assert [(s["outcome"], s["reason"], s["after"]) for s in refused] == [
         ("Refused", "DowngradeRefused", NEW)
     ] * 2

@@ -16,6 +16,7 @@ from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import (
     CONFIGMAP_NAME,
+    ROOT_CLUSTER,
     SYSTEM_SHARD_CLUSTER,
     Outcome,
     Result,
@@ -31,6 +32,16 @@ def register(commands: Any) -> None:
             "cluster of one non-root kcp shard, after its upgrade to a kcp release that no "
             "longer uses it. Needs group system:masters on that shard."
         ),
+        epilog=f"""reads:
+  the --kubeconfig file (and the files it names); on the shard: gets the LogicalCluster of \
+logical cluster {ROOT_CLUSTER} (a shard that serves it is a root shard, refused) and the \
+ConfigMap
+writes:
+  on the shard, unless --dry-run: deletes the ConfigMap; nothing else
+  what was found and done on stdout, errors on stderr
+exit codes:
+  0  the ConfigMap is gone, was never there, or (--dry-run) would be deleted
+  1  otherwise: a root shard, an unusable kubeconfig, kcp refused or did not answer""",
     )
     parser.add_argument(
         "--kubeconfig", required=True, type=Path, help="kubeconfig of the shard itself"

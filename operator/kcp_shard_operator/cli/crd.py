@@ -1,4 +1,5 @@
-"""``kcp-shard-operator crd``: print the CustomResourceDefinitions (Shard, CacheServer)."""
+"""``kcp-shard-operator crd``: print the CustomResourceDefinitions (Shard, CacheServer,
+FrontProxy)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,13 @@ def crd_yaml() -> str:
 
 
 def register(commands: Any) -> None:
-    parser = commands.add_parser("crd", help="print the CRDs generated from the spec models")
+    parser = commands.add_parser(
+        "crd",
+        help="print the CRDs generated from the spec models",
+        description="Print the CustomResourceDefinitions of Shard, CacheServer and FrontProxy, "
+        "generated from the spec models, for kubectl apply -f -.",
+        epilog="reads:\n  nothing\nwrites:\n  the CRDs as YAML on stdout; nothing in the cluster",
+    )
     parser.set_defaults(handler=run)
 
 

@@ -50,6 +50,14 @@ def register(commands: Any) -> None:
             "--front-proxy, the users' admin kubeconfig (system:kcp:admin, every workspace) "
             "the operator issued for a FrontProxy."
         ),
+        epilog=f"""reads:
+  the cluster ({credentials.SOURCES}): gets the Shard (or FrontProxy) NAME and the Secret \
+holding the kubeconfig
+writes:
+  the kubeconfig on stdout, or in the -o FILE; nothing in the cluster
+exit codes:
+  0  printed
+  1  not found or unusable, in one line on stderr that never quotes the kubeconfig""",
     )
     parser.add_argument("shard", metavar="NAME", help="name of the Shard (or FrontProxy)")
     parser.add_argument(
@@ -61,7 +69,7 @@ def register(commands: Any) -> None:
         "-n",
         "--namespace",
         default=DEFAULT_NAMESPACE,
-        help=f"namespace of the Shard (default: {DEFAULT_NAMESPACE})",
+        help="namespace of the Shard or FrontProxy (default: %(default)s)",
     )
     parser.add_argument(
         "--server",
@@ -71,7 +79,12 @@ def register(commands: Any) -> None:
         "kubectl port-forward svc/<shard>-kcp 6443 (the issued certificate covers localhost)",
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", type=Path, default=None, help="write to FILE (mode 0600)"
+        "-o",
+        "--output",
+        metavar="FILE",
+        type=Path,
+        default=None,
+        help="write to FILE, readable by its owner only (mode 0600; default: stdout)",
     )
     parser.set_defaults(handler=run)
 

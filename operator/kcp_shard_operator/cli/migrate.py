@@ -38,13 +38,32 @@ def register(subparsers: Any) -> None:
             "everything else byte for byte; or convert the deprecated kcp 'shard' chart's "
             "values into a Shard manifest (--from-shard-chart)."
         ),
+        epilog=f"""reads:
+  each PATH ('-': standard input), or the values file of --from-shard-chart; nothing in the \
+cluster
+writes:
+  the migrated YAML on stdout; with --in-place, the files instead (atomically, their mode \
+kept); with --diff, a unified diff on stdout; with --from-shard-chart, the Shard on stdout or \
+in the -o FILE; with --explain, the table on stdout; what changed, warnings and errors on \
+stderr; nothing in the cluster
+exit codes:
+  {EXIT_OK}  done; with --check, no file would change
+  {EXIT_WOULD_CHANGE}  with --check, a file would change
+  {EXIT_ERROR}  an error: a bad option, a file that cannot be read, written or migrated (the \
+other files are still migrated)""",
     )
-    parser.add_argument("paths", nargs="*", metavar="PATH", help="YAML files; '-' reads stdin")
-    parser.add_argument("--in-place", action="store_true", help="rewrite the files")
+    parser.add_argument(
+        "paths", nargs="*", metavar="PATH", help="YAML file (repeatable; '-' for standard input)"
+    )
+    parser.add_argument(
+        "--in-place", action="store_true", help="rewrite the files instead of printing them"
+    )
     parser.add_argument(
         "--check", action="store_true", help="change nothing; exit 1 if a file would change"
     )
-    parser.add_argument("--diff", action="store_true", help="print a unified diff")
+    parser.add_argument(
+        "--diff", action="store_true", help="print a unified diff instead of the files"
+    )
     parser.add_argument(
         "--prune-mounts",
         action="store_true",
@@ -57,15 +76,21 @@ def register(subparsers: Any) -> None:
         help="convert values of kcp-dev/helm-charts' deprecated 'shard' chart to a Shard",
     )
     parser.add_argument(
-        "-o", "--output", metavar="FILE", help="with --from-shard-chart: write here"
+        "-o",
+        "--output",
+        metavar="FILE",
+        help="with --from-shard-chart: write the Shard here (default: stdout)",
     )
     parser.add_argument(
-        "--name", help="with --from-shard-chart: the chart's full name (<release>-shard)"
+        "--name",
+        help="with --from-shard-chart: the chart's full name, <release>-shard (default: the "
+        f"values' fullnameOverride, else {shardchart.DEFAULT_NAME})",
     )
     parser.add_argument(
         "--kcp-version",
         metavar="X.Y.Z",
-        help="the kcp version where a file states none that can be read (e.g. 'tag: main')",
+        help="the kcp version where a file states none that can be read (e.g. 'tag: main'); "
+        "with --from-shard-chart, the Shard's (default: the values' kcp tag)",
     )
     parser.add_argument(
         "--explain", action="store_true", help="print the table of deprecated flags and exit"

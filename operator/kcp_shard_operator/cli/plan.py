@@ -39,6 +39,8 @@ from kcp_shard_operator.core.installation.documents import (
 )
 from kcp_shard_operator.core.installation.plan import Deployments, as_deployed, plan_installation
 from kcp_shard_operator.core.installation.steps import (
+    INVALID,
+    REFUSED,
     Cleanup,
     Step,
     TargetError,
@@ -67,6 +69,10 @@ COLUMNS = (
     "OUTCOME",
 )
 YAML_SUFFIXES = (".yaml", ".yml", ".json")
+EXIT_ERROR = 2
+EXIT_REFUSED = 3
+BLOCKED = (REFUSED, INVALID)
+"""The outcomes ``--exit-code`` reports: what the operator refuses, not what waits."""
 
 
 def register(commands: Any) -> None:
@@ -76,8 +82,19 @@ def register(commands: Any) -> None:
         description="Show, per CacheServer, Shard and FrontProxy and in the order the "
         "operator rolls them, the kcp version now and after, the flags added and dropped, "
         "whether the stale identity-cache ConfigMap will be deleted, what each waits for and "
-        "what is refused. Reads the live cluster (those objects and their Deployments only), "
-        "or files with -f.",
+        "what is refused. Changes nothing.",
+        epilog=f"""reads:
+  without -f, the cluster ({credentials.SOURCES}): lists Shards, CacheServers and \
+FrontProxies in each -n namespace (without -n: in every namespace), gets the Deployment of each
+  with -f, the files instead (of a directory, its .yaml, .yml and .json files; '-': standard \
+input)
+writes:
+  the plan on stdout (-o), errors on stderr; nothing in the cluster
+exit codes:
+  0  the plan is printed; without --exit-code, also when a step is refused
+  {EXIT_ERROR}  an error, in one line on stderr: a bad option or file, no Shard found, no \
+credentials, an API error
+  {EXIT_REFUSED}  with --exit-code: the plan is printed and a step is {REFUSED} or {INVALID}""",
     )
     parser.add_argument(
         "--to",
@@ -103,12 +120,26 @@ def register(commands: Any) -> None:
         default=[],
         help="plan the objects of this namespace (repeatable; default: all namespaces)",
     )
-    parser.add_argument("-o", "--output", choices=FORMATS, default="table")
+    parser.add_argument(
+        "-o",
+        "--output",
+        choices=FORMATS,
+        default="table",
+        help="table for people, json or yaml (the same fields) for scripts (default: %(default)s)",
+    )
     parser.add_argument(
         "--identity-cache-cleanup",
         action=argparse.BooleanOptionalAction,
         default=True,
-        help="whether the operator deletes the stale ConfigMap (its setting; default on)",
+        help="whether the operator deletes the stale identity-cache ConfigMap: its setting "
+        "(default: on)",
+    )
+    parser.add_argument(
+        "--exit-code",
+        action="store_true",
+        help=f"exit {EXIT_REFUSED} when a step is {REFUSED} (as DowngradeRefused, "
+        f"RootShardNotFound) or {INVALID}, as the operator would report it; a step that only "
+        "waits does not count (default: exit 0 whenever the plan is printed)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
@@ -276,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
         target = None if args.to is None else check_target(args.to)
     except (InvalidVersionError, TargetError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     try:
         if args.filename:
             found = _from_files(args.filename, release)
@@ -284,18 +315,18 @@ def run(args: argparse.Namespace) -> int:
             found = _from_cluster(args.namespace)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except CredentialsError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     except APIError as err:
         where = ", ".join(args.namespace) or "all namespaces (name some with -n)"
         print(f"error: reading the objects in {where}: {error_message(err)}", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     objects, deployments, caches, proxies, others = found
     if not objects:
         print("error: no Shard found", file=sys.stderr)
-        return 2
+        return EXIT_ERROR
     cleanup = _cleanup(release, args.identity_cache_cleanup)
     shard_steps = plan_upgrade(
         objects, deployments, target, release, cleanup, {c.key for c in caches}, proxies
@@ -307,4 +338,6 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(yaml.safe_dump(document(steps, target, release), sort_keys=False))
     else:
         sys.stdout.write(table(steps, target))
+    if args.exit_code and any(step.outcome in BLOCKED for step in steps):
+        return EXIT_REFUSED
     return 0

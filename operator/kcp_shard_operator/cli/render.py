@@ -38,6 +38,14 @@ def register(commands: Any) -> None:
         "the operator applies, in the order they roll out (CacheServers, Shards, "
         "FrontProxies). The Secrets the operator would issue (spec.pki) are referenced, not "
         "printed.",
+        epilog="""reads:
+  the files of -f ('-': standard input); nothing in the cluster
+writes:
+  the objects as YAML on stdout; notes and errors on stderr; nothing in the cluster
+exit codes:
+  0  every object rendered
+  2  an error: a bad option or file, or an object that cannot be rendered (the others are \
+still printed)""",
     )
     parser.add_argument(
         "-f",

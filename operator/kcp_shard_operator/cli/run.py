@@ -69,27 +69,62 @@ def register(commands: Any) -> None:
     parser = commands.add_parser(
         "run",
         help="run the operator",
-        description="Reconcile Shards into kcp Deployments until stopped.",
+        description="Reconcile Shards, CacheServers and FrontProxies into kcp Deployments and "
+        "what they need, and report their status, until stopped. Without -n it watches every "
+        "namespace.",
+        epilog=f"""reads:
+  the cluster ({credentials.SOURCES}): watches Shards, CacheServers, FrontProxies and \
+Secrets, and the Deployments, Services, PodDisruptionBudgets, PersistentVolumeClaims, \
+ConfigMaps and Pods it manages, in every namespace (-A, or no -n) or in each -n namespace
+  with --kcp-checks, each kcp shard, through its admin kubeconfig
+writes:
+  applies (server-side) the Deployments, Services, PodDisruptionBudgets, \
+PersistentVolumeClaims and ConfigMaps of those objects; may replace the first three, and delete \
+a Service or PodDisruptionBudget (to recreate it, or when no longer needed)
+  creates and updates the Secrets it issues (spec.pki); no other Secret
+  patches the status of Shards, CacheServers and FrontProxies; creates Events; \
+patches kopf's peering objects (not with --standalone)
+  with --identity-cache-cleanup and --kcp-checks, in kcp: deletes the stale \
+apiexport-identity-cache ConfigMap of upgraded non-root shards
+  serves /healthz on --liveness-port and /metrics on --metrics-port; logs on stderr
+exit codes:
+  0  stopped
+  1  bad settings or no credentials, in one line on stderr""",
     )
     scope = parser.add_mutually_exclusive_group()
     scope.add_argument(
-        "-n", "--namespace", action="append", default=[], help="watch this namespace (repeatable)"
+        "-n",
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch this namespace only (repeatable; without -n: every namespace)",
     )
-    scope.add_argument("-A", "--all-namespaces", action="store_true", help="watch all namespaces")
-    parser.add_argument("--liveness-port", type=int, default=8080, help="port of /healthz")
+    scope.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="watch every namespace, as without -n",
+    )
+    parser.add_argument(
+        "--liveness-port",
+        type=int,
+        default=8080,
+        help="port of the liveness probe at /healthz (default: %(default)s)",
+    )
     parser.add_argument(
         "--metrics-port",
         type=int,
         default=METRICS_PORT,
-        help=f"port of the Prometheus metrics at /metrics; 0 turns them off (default "
-        f"{METRICS_PORT})",
+        help="port of the Prometheus metrics at /metrics; 0 turns them off (default: %(default)s)",
     )
     peering = parser.add_mutually_exclusive_group()
     peering.add_argument(
         "--standalone", action="store_true", help="do not coordinate with other replicas"
     )
     peering.add_argument(
-        "--peering", default="kcp-shard-operator", help="kopf peering name for several replicas"
+        "--peering",
+        default="kcp-shard-operator",
+        help="kopf peering name the replicas share (default: %(default)s)",
     )
     parser.add_argument(
         "--peering-priority",
@@ -104,13 +139,14 @@ def register(commands: Any) -> None:
         default=PEERING_LIFETIME_SECONDS,
         help="seconds a replica's peering record stays valid without a keep-alive: another "
         "replica takes over at most this long after the active one crashed (kopf's default is "
-        f"60; default {PEERING_LIFETIME_SECONDS}, at least 10)",
+        "60; default: %(default)s, at least 10)",
     )
     parser.add_argument(
         "--identity-cache-cleanup",
         action=argparse.BooleanOptionalAction,
         default=None,
-        help=f"delete the stale apiexport-identity-cache ConfigMap (default: ${CLEANUP_ENV} or on)",
+        help="delete the stale apiexport-identity-cache ConfigMap of upgraded non-root shards "
+        f"(default: ${CLEANUP_ENV}, else on)",
     )
     parser.add_argument(
         "--kcp-checks",
@@ -118,15 +154,20 @@ def register(commands: Any) -> None:
         default=None,
         help="ask kcp through the admin kubeconfigs: the health probe and the identity-cache "
         "cleanup; off only where pods run no kcp, as on kwok (default: "
-        f"${KCP_CHECKS_ENV} or on)",
+        f"${KCP_CHECKS_ENV}, else on)",
     )
     parser.add_argument(
         "--log-level",
         default=os.environ.get(LOG_LEVEL_ENV, "info"),
         choices=["debug", "info", "warning", "error"],
+        help=f"the least level logged (default: ${LOG_LEVEL_ENV}, else info)",
     )
     parser.add_argument(
-        "--log-format", default=os.environ.get(LOG_FORMAT_ENV, "text"), choices=sorted(LOG_FORMATS)
+        "--log-format",
+        default=os.environ.get(LOG_FORMAT_ENV, "text"),
+        choices=sorted(LOG_FORMATS),
+        help="text: plain lines; full: with time, logger and level; json: one JSON object a "
+        f"line (default: ${LOG_FORMAT_ENV}, else text)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)

@@ -25,6 +25,8 @@ from kcp_shard_operator.kube.kubeconfig import (
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 TOKEN_REREAD_SECONDS = 60.0
 """The kubelet rotates a projected token well before it expires: a minute is soon enough."""
+SOURCES = "in a pod its ServiceAccount, else the current context of $KUBECONFIG or ~/.kube/config"
+"""Where :func:`load` finds the credentials, for the commands' help."""
 
 
 class CredentialsError(Exception):
