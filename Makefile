@@ -105,8 +105,9 @@ run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
 
 .PHONY: generate
-generate: install ## regenerate the CRD, its chart copy, install.yaml and the render golden files
+generate: install ## regenerate the CRD, its chart copy, install.yaml, the API reference and the render golden files
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev.yaml
+	$(BIN)/kcp-shard-operator api-reference > docs/reference/api.md
 	$(MAKE) --no-print-directory manifests
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
 

@@ -9,7 +9,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from kcp_shard_operator.cli import cleanup, crd, kubeconfig, migrate, plan, render, run
+from kcp_shard_operator.cli import (
+    apireference,
+    cleanup,
+    crd,
+    kubeconfig,
+    migrate,
+    plan,
+    render,
+    run,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -18,7 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run and upgrade sharded kcp on Kubernetes.",
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, render, plan, crd, migrate, cleanup, kubeconfig):
+    for module in (run, render, plan, crd, apireference, migrate, cleanup, kubeconfig):
         module.register(commands)
     return parser
 
