@@ -83,7 +83,7 @@ def _kind(crd: JSON, version: JSON) -> Iterator[str]:
     yield ", ".join(facts) + "."
     yield ""
     yield from _rules("Rules on the whole object", root)
-    yield "### Printer columns"
+    yield f"### Printer columns {{#{kind_id}-printer-columns}}"
     yield ""
     yield "`kubectl get` shows:"
     yield ""
@@ -92,7 +92,7 @@ def _kind(crd: JSON, version: JSON) -> Iterator[str]:
     for column in version.get("additionalPrinterColumns", []):
         yield f"| {column['name']} | {column['type']} | {_code(column['jsonPath'])} |"
     yield ""
-    yield "### Fields"
+    yield f"### Fields {{#{kind_id}-fields}}"
     yield ""
     yield f"Besides {', '.join(f'`{name}`' for name in STANDARD_FIELDS)}:"
     yield ""
