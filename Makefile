@@ -15,14 +15,14 @@ help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
 $(BIN)/kcp-shard-operator: pyproject.toml
-	@echo ">> creating $(VENV) and installing the package with test extras"
+	@echo ">> creating $(VENV) and installing the package with test and docs extras"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,docs]'
 	@touch $@
 
 .PHONY: install
-install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and test extras
+install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and the test and docs extras
 
 .PHONY: lint
 lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (the layers)
@@ -30,6 +30,10 @@ lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (t
 	$(BIN)/ruff format --check operator testkit tests bench
 	$(BIN)/mypy --strict
 	$(BIN)/lint-imports
+
+.PHONY: docs
+docs: install ## build the docs site into site/ (mkdocs build --strict: broken links and pages outside the nav fail)
+	$(BIN)/mkdocs build --strict
 
 .PHONY: fmt
 fmt: install ## format and autofix
@@ -105,8 +109,9 @@ run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
 
 .PHONY: generate
-generate: install ## regenerate the CRD, its chart copy, install.yaml and the render golden files
+generate: install ## regenerate the CRD, its chart copy, install.yaml, the API reference and the render golden files
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev.yaml
+	$(BIN)/kcp-shard-operator api-reference > docs/reference/api.md
 	$(MAKE) --no-print-directory manifests
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
 

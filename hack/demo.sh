@@ -79,8 +79,8 @@ wait_ready() {
 # from its image, and the samples are applied as they are: the operator issues every
 # certificate and kubeconfig, kind's local-path provisioner backs the claims, and the kcp
 # image the Shards default to is the local build of that release (hack/image.sh kcp).
-# The chart watches the samples' namespace only (watchNamespaces: a Role there, as the
-# README's kind path installs it), so the namespace exists before the chart.
+# The chart watches the samples' namespace only (watchNamespaces: a Role there, as
+# docs/installation.md installs it onto kind), so the namespace exists before the chart.
 up_kind() {
   local start=${SECONDS} ns="${SAMPLES_NS}"
   log "building the operator and kcp images and loading them into the kind cluster"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything CI runs, in order: tools, lint, unit and e2e tests.
+# Everything CI runs, in order: the demo, tools, lint, the docs, unit and e2e tests.
 # Prints each step with its duration; exits non-zero on the first failure.
 # shellcheck source=lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" run-tests
@@ -25,6 +25,9 @@ step "lint: ruff check, ruff format --check, mypy --strict, lint-imports"
 "${BIN}/ruff" format --check operator testkit tests bench
 "${BIN}/mypy" --strict
 "${BIN}/lint-imports"
+
+step "docs: mkdocs build --strict"
+"${BIN}/mkdocs" build --strict
 
 step "pytest: unit and end-to-end tests"
 set +e

@@ -77,6 +77,10 @@ READS_AND_WRITES = {
         "3 with --exit-code: the plan is printed and a step is Refused or InvalidSpec",
     ],
     "crd": ["reads: nothing", "writes: the CRDs as YAML on stdout; nothing in the cluster"],
+    "api-reference": [
+        "reads: nothing",
+        "writes: the API reference as Markdown on stdout; nothing in the cluster",
+    ],
     "migrate-values": [
         "reads: each PATH ('-': standard input), or the values file of --from-shard-chart",
         "writes: the migrated YAML on stdout; with --in-place, the files instead",

@@ -85,7 +85,7 @@ def test_metrics_count_what_the_api_server_holds(
 
 
 def planner(cluster: Cluster, namespace: str, directory: Path) -> Cluster:
-    """A ServiceAccount with what the README says ``plan`` needs: list Shards, CacheServers
+    """A ServiceAccount with what docs/upgrades.md says ``plan`` needs: list Shards, CacheServers
     and FrontProxies, get Deployments."""
     kubectl = cluster.kubectl
     for verb, resource in (

@@ -32,8 +32,8 @@ front-proxy among them, are read again after every step (``bench/results/durabil
 ``installation``).
 
 Every version still needs ``--root-shard-kubeconfig-file``, so the flag stays on the non-root
-shard throughout: no kcp release that ignores it can be built here (see README, Known
-limitations), and dropping it from a kcp that needs it would break the shard.
+shard throughout: no kcp release that ignores it can be built here (see docs/upgrades.md,
+Limitations), and dropping it from a kcp that needs it would break the shard.
 """
 
 from __future__ import annotations

@@ -12,7 +12,16 @@ from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
-from kcp_shard_operator.cli import cleanup, crd, kubeconfig, migrate, plan, render, run
+from kcp_shard_operator.cli import (
+    apireference,
+    cleanup,
+    crd,
+    kubeconfig,
+    migrate,
+    plan,
+    render,
+    run,
+)
 
 DISTRIBUTION = "kcp-shard-operator"
 
@@ -72,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
-    for module in (run, render, plan, crd, migrate, cleanup, kubeconfig):
+    for module in (run, render, plan, crd, apireference, migrate, cleanup, kubeconfig):
         module.register(commands)
     return parser
 
