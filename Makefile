@@ -113,11 +113,11 @@ generate: install ## regenerate the CRD, its chart copy, install.yaml, the API r
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev.yaml
 	$(BIN)/kcp-shard-operator api-reference > docs/reference/api.md
 	$(MAKE) --no-print-directory manifests
-	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_golden_render.py
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/installation/test_golden_render.py
 
 .PHONY: migrate-golden
 migrate-golden: install ## rewrite the migrate-values golden outputs and reports (review the diff)
-	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/test_migrate_golden.py tests/test_migrate_cli.py
+	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/migrate/test_migrate_golden.py tests/unit/migrate/test_migrate_cli.py
 
 CHART := charts/kcp-shard-operator
 
