@@ -20,7 +20,7 @@ from ruamel.yaml.error import YAMLError
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
 from kcp_shard_operator.core.kcp.versions import InvalidVersionError, Version, explain
-from kcp_shard_operator.migrate import shardchart, values
+from kcp_shard_operator.migrate import chartvalues, shardchart, values
 
 EXIT_OK = 0
 EXIT_WOULD_CHANGE = 1
@@ -84,7 +84,7 @@ other files are still migrated)""",
     parser.add_argument(
         "--name",
         help="with --from-shard-chart: the chart's full name, <release>-shard (default: the "
-        f"values' fullnameOverride, else {shardchart.DEFAULT_NAME})",
+        f"values' fullnameOverride, else {chartvalues.DEFAULT_NAME})",
     )
     parser.add_argument(
         "--kcp-version",

@@ -10,9 +10,8 @@ template sets is one row of ``TEMPLATE_FLAGS``: carried over to a Shard field or
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY, SHARD_API_VERSION, SHARD_KIND
@@ -27,73 +26,24 @@ from kcp_shard_operator.core.kcp.versions import (
     ignores_root_shard_flag,
     retired_flags,
 )
-
-CHART_NAME = "shard"
-DEFAULT_NAME = "kcp-shard"
-CHART_ETCD_PORT = 2379
-CHART_REPLICAS = 1
-"""The chart's Deployment runs one pod (``replicas: 1``, strategy ``Recreate``)."""
-
-CHART_DEFAULTS: Mapping[str, Any] = {
-    "global": {"imagePullSecrets": []},
-    "externalHostname": "",
-    "etcd": {
-        "enabled": True,
-        "image": "quay.io/coreos/etcd",
-        "tag": "v3.5.4",
-        "resources": {"requests": {"cpu": "500m", "memory": "2Gi"}, "limits": {"memory": "20Gi"}},
-        "volumeSize": "8Gi",
-        "profiling": {"enabled": False},
-    },
-    "kcp": {
-        "enabled": True,
-        "sharding": {"enabled": False, "isRoot": True, "rootShardInternalHostname": ""},
-        "image": DEFAULT_IMAGE_REPOSITORY,
-        "tag": "",
-        "pullPolicy": "IfNotPresent",
-        "v": "3",
-        "logicalClusterAdminFlag": True,
-        "externalLogicalClusterAdminFlag": True,
-        "batteries": ["workspace-types"],
-        "resources": {
-            "requests": {"memory": "512Mi", "cpu": "100m"},
-            "limits": {"memory": "20Gi"},
-        },
-        "volumeClassName": "",
-        "etcd": {"serverAddress": "", "clientCertificate": {"issuer": "", "commonName": "root"}},
-        "volumeSize": "1Gi",
-        "extraFlags": [],
-        "profiling": {"enabled": False, "port": 6060},
-        "tokenAuth": {"enabled": False, "fileName": "auth-token.csv"},
-        "hostAliases": {"enabled": False},
-        "homeWorkspaces": {"enabled": False},
-        "securityContext": {"fsGroup": 65532, "seccompProfile": {"type": "RuntimeDefault"}},
-        "extraVolumes": [],
-        "extraVolumeMounts": [],
-    },
-    "kcpFrontProxy": {"service": {"annotations": {}, "type": "ClusterIP"}},
-    "authentication": {"configMapRef": {"name": ""}},
-    "oidc": {"enabled": False, "caSecretName": "", "caSecretKeyName": "tls.crt"},
-    "audit": {"enabled": False},
-    "caBundle": {"enabled": False, "configMapName": "", "configMapKey": ""},
-    "cache": {"enabled": False},
-    "externalCache": {"enabled": False},
-    "certificates": {"name": "certs"},
-    "sharding": {"enabled": False, "isRoot": True, "rootShardInternalHostname": ""},
-}
-"""The chart's ``values.yaml`` (what the converter reads, and the defaults around it)."""
-
-
-def with_defaults(values: Mapping[str, Any], defaults: Mapping[str, Any]) -> dict[str, Any]:
-    """``values`` over ``defaults`` as helm merges them: maps deeply, anything else replaced."""
-    merged = copy.deepcopy(dict(defaults))
-    for key, value in values.items():
-        base = merged.get(key)
-        if isinstance(base, Mapping) and isinstance(value, Mapping):
-            merged[key] = with_defaults(value, base)
-        else:
-            merged[key] = copy.deepcopy(value)
-    return merged
+from kcp_shard_operator.migrate.chartflags import (
+    unrendered,
+)
+from kcp_shard_operator.migrate.chartvalues import (
+    CHART_DEFAULTS,
+    CHART_ETCD_PORT,
+    CHART_NAME,
+    CHART_REPLICAS,
+    DEFAULT_NAME,
+    ChartValues,
+    leaves,
+    oidc_flags,
+    root_name_of,
+    truncated,
+    truthy,
+    uses_cache,
+    with_defaults,
+)
 
 
 @dataclass(frozen=True)
@@ -106,243 +56,6 @@ class Conversion:
     errors: tuple[str, ...] = ()
     unrendered: tuple[str, ...] = ()
     """Flags the chart's template sets that the Shard will not render, with what to do."""
-
-
-@dataclass
-class _Values:
-    """Values with a record of which leaves were used."""
-
-    data: Mapping[str, Any]
-    used: set[str] = field(default_factory=set)
-
-    def get(self, path: str, default: Any = None) -> Any:
-        """The value at ``path``, which counts as carried over."""
-        self.used.add(path)
-        return self.peek(path, default)
-
-    def peek(self, path: str, default: Any = None) -> Any:
-        """The value at ``path``, without counting it as carried over."""
-        node: Any = self.data
-        for part in path.split("."):
-            if not isinstance(node, Mapping) or part not in node:
-                return default
-            node = node[part]
-        return default if node is None else node
-
-    def on(self, path: str) -> bool:
-        return _flag(self.peek(path))
-
-    def is_used(self, path: str) -> bool:
-        return any(path == u or path.startswith(u + ".") for u in self.used)
-
-
-def _leaves(data: Any, prefix: str = "") -> Iterator[tuple[str, Any]]:
-    if isinstance(data, Mapping) and data:
-        for key, value in data.items():
-            yield from _leaves(value, f"{prefix}.{key}" if prefix else str(key))
-    else:
-        yield prefix, data
-
-
-def _trunc(name: str, length: int) -> str:
-    return name[:length].rstrip("-")
-
-
-def _flag(value: Any) -> bool:
-    return value is True or (isinstance(value, str) and value.lower() == "true")
-
-
-def _root_name(hostname: str) -> str:
-    """The root shard's name from its internal hostname (the chart's ``<fullname>-internal``)."""
-    label = hostname.split(".", 1)[0].split(":", 1)[0]
-    return label.removesuffix("-internal")
-
-
-_OIDC_FLAGS = (
-    ("issuerUrl", "--oidc-issuer-url"),
-    ("clientId", "--oidc-client-id"),
-    ("groupClaim", "--oidc-groups-claim"),
-    ("usernameClaim", "--oidc-username-claim"),
-    ("usernamePrefix", "--oidc-username-prefix"),
-    ("groupsPrefix", "--oidc-groups-prefix"),
-)
-
-
-def _oidc_flags(v: _Values) -> list[str]:
-    """The chart's OIDC flags, all six as it renders them (empty when unset)."""
-    if v.peek("authentication.configMapRef.name") or not _flag(v.get("oidc.enabled")):
-        return []
-    return [f"{flag}={v.get(f'oidc.{key}', '')}" for key, flag in _OIDC_FLAGS]
-
-
-def _external_etcd(v: _Values) -> bool:
-    return str(v.peek("kcp.etcd.serverAddress", "")) != "embedded"
-
-
-def _sharding(v: _Values) -> bool:
-    return v.on("sharding.enabled")
-
-
-def _non_root(v: _Values) -> bool:
-    return _sharding(v) and not _flag(v.peek("sharding.isRoot", True))
-
-
-def _cache(v: _Values) -> bool:
-    return v.on("cache.enabled") or v.on("externalCache.enabled")
-
-
-@dataclass(frozen=True)
-class TemplateFlag:
-    """A flag the chart's Deployment template sets when ``when`` holds for the values.
-
-    ``carried`` names where the Shard renders it (a spec field or ``extraArgs``);
-    ``None`` means the Shard does not render it and ``advice`` says what to do.
-    """
-
-    flags: tuple[str, ...]
-    when: Callable[[_Values], bool]
-    carried: str | None
-    advice: str = ""
-    values: tuple[str, ...] = ()
-    """Values that only drive these flags: reported with them, not one by one."""
-
-
-def _always(_: _Values) -> bool:
-    return True
-
-
-TEMPLATE_FLAGS: tuple[TemplateFlag, ...] = (
-    TemplateFlag(("--shard-name",), _non_root, "metadata.name"),
-    TemplateFlag((ROOT_SHARD_KUBECONFIG_FLAG,), _non_root, "spec.rootShardKubeconfigSecretRef"),
-    TemplateFlag(
-        ("--shard-client-cert-file", "--shard-client-key-file"),
-        _sharding,
-        "spec.tls.shardClientCertSecretRef",
-    ),
-    TemplateFlag(
-        ("--etcd-servers",),
-        lambda v: bool(v.peek("kcp.etcd.serverAddress")) or v.on("etcd.enabled"),
-        "spec.etcd.endpoints",
-    ),
-    TemplateFlag(
-        ("--etcd-keyfile", "--etcd-certfile", "--etcd-cafile"),
-        _external_etcd,
-        "spec.etcd.tlsSecretRef",
-    ),
-    TemplateFlag(("--client-ca-file",), _always, "spec.tls.clientCASecretRef"),
-    TemplateFlag(
-        ("--tls-private-key-file", "--tls-cert-file"), _always, "spec.tls.servingCertSecretRef"
-    ),
-    TemplateFlag(
-        ("--service-account-key-file", "--service-account-private-key-file"),
-        _always,
-        "spec.tls.serviceAccountKeySecretRef",
-    ),
-    TemplateFlag(("--root-ca-file",), _always, "spec.tls.rootCASecretRef"),
-    TemplateFlag(("--enable-home-workspaces",), _always, "spec.extraArgs"),
-    TemplateFlag(
-        ("--logical-cluster-admin-kubeconfig",),
-        lambda v: v.on("kcp.logicalClusterAdminFlag"),
-        "spec.logicalClusterAdminKubeconfigSecretRef",
-    ),
-    TemplateFlag(
-        ("--external-logical-cluster-admin-kubeconfig",),
-        _always,
-        "spec.externalLogicalClusterAdminKubeconfigSecretRef",
-    ),
-    TemplateFlag(
-        (
-            "--requestheader-client-ca-file",
-            "--requestheader-username-headers",
-            "--requestheader-group-headers",
-        ),
-        _always,
-        "spec.tls.requestHeaderClientCASecretRef",
-    ),
-    TemplateFlag(
-        ("--root-directory",),
-        _always,
-        None,
-        "the chart keeps kcp's root directory /etc/kcp/config on a PersistentVolumeClaim; "
-        "the Shard uses an emptyDir at /var/lib/kcp (with embedded etcd its data lives there)",
-    ),
-    TemplateFlag(
-        ("--shard-virtual-workspace-ca-file",),
-        _always,
-        None,
-        "the Shard has no field for the virtual-workspace CA file (the chart's <certs>-kcp-ca "
-        "Secret, tls.crt); kcp then trusts its own serving CA",
-    ),
-    TemplateFlag(("--external-hostname",), _sharding, "(ignored by kcp)"),
-    TemplateFlag(("--shard-external-url",), _sharding, "spec.externalURL"),
-    TemplateFlag(
-        ("--authentication-config",),
-        lambda v: bool(v.peek("authentication.configMapRef.name")),
-        None,
-        "the Shard cannot mount the authentication ConfigMap",
-        ("authentication",),
-    ),
-    TemplateFlag(
-        tuple(flag for _, flag in _OIDC_FLAGS),
-        lambda v: v.on("oidc.enabled") and not v.peek("authentication.configMapRef.name"),
-        "spec.extraArgs",
-    ),
-    TemplateFlag(
-        ("--oidc-ca-file",),
-        lambda v: (
-            v.on("oidc.enabled")
-            and bool(v.peek("oidc.caSecretName"))
-            and not v.peek("authentication.configMapRef.name")
-        ),
-        None,
-        "the Shard cannot mount the OIDC CA Secret",
-        ("oidc.caSecretName", "oidc.caSecretKeyName"),
-    ),
-    TemplateFlag(
-        ("--token-auth-file",),
-        lambda v: v.on("kcp.tokenAuth.enabled"),
-        None,
-        "the Shard cannot mount the token file Secret",
-        ("kcp.tokenAuth",),
-    ),
-    TemplateFlag(("--v", "--logging-format"), _always, "spec.extraArgs"),
-    TemplateFlag(
-        (
-            "--audit-log-maxage",
-            "--audit-log-maxbackup",
-            "--audit-log-maxsize",
-            "--audit-log-path",
-            "--audit-policy-file",
-            "--audit-log-compress",
-            "--audit-log-format",
-        ),
-        lambda v: v.on("audit.enabled"),
-        None,
-        "the Shard cannot mount the audit policy ConfigMap or the audit log volume",
-        ("audit",),
-    ),
-    TemplateFlag(
-        ("--profiler-address",), lambda v: v.on("kcp.profiling.enabled"), "spec.extraArgs"
-    ),
-    TemplateFlag((CACHE_KUBECONFIG_FLAG,), _cache, "spec.cache.kubeconfigSecretRef"),
-    TemplateFlag(
-        ("--batteries-included",), lambda v: bool(v.peek("kcp.batteries")), "spec.extraArgs"
-    ),
-)
-
-
-def template_flags(values: Mapping[str, Any]) -> list[TemplateFlag]:
-    """The rows of ``TEMPLATE_FLAGS`` the chart renders for ``values`` (defaults merged)."""
-    v = _Values(with_defaults(values, CHART_DEFAULTS))
-    return [row for row in TEMPLATE_FLAGS if row.when(v)]
-
-
-def _unrendered(v: _Values) -> list[str]:
-    """The template's flags the Shard does not render; their values count as reported."""
-    found = [row for row in TEMPLATE_FLAGS if row.carried is None and row.when(v)]
-    for row in found:
-        v.used.update(row.values)
-    return [f"{', '.join(row.flags)}: {row.advice}" for row in found]
 
 
 def _path_note(secret: str, paths: str) -> str:
@@ -365,11 +78,11 @@ def convert(
     ``name`` is the chart's full name (``<release>-shard``) when ``fullnameOverride``
     is unset; ``version`` overrides the kcp version taken from ``kcp.tag``.
     """
-    v = _Values(with_defaults(values, CHART_DEFAULTS))
+    v = ChartValues(with_defaults(values, CHART_DEFAULTS))
     notes: list[str] = []
     errors: list[str] = []
 
-    override = _trunc(str(v.get("fullnameOverride") or ""), 63)
+    override = truncated(str(v.get("fullnameOverride") or ""), 63)
     v.get("nameOverride")
     fullname = override or name or DEFAULT_NAME
     if not override and not name:
@@ -398,11 +111,11 @@ def convert(
         image["pullPolicy"] = v.get("kcp.pullPolicy")
     spec: dict[str, Any] = {"version": kcp_version, "image": image, "replicas": CHART_REPLICAS}
 
-    sharding = _flag(v.get("sharding.enabled"))
-    non_root = sharding and not _flag(v.get("sharding.isRoot", True))
+    sharding = truthy(v.get("sharding.enabled"))
+    non_root = sharding and not truthy(v.get("sharding.isRoot", True))
     hostname = str(v.get("sharding.rootShardInternalHostname") or "")
     if non_root:
-        root = _root_name(hostname) if hostname else "root"
+        root = root_name_of(hostname) if hostname else "root"
         spec["rootShardRef"] = {"name": root}
         notes.append(
             f"rootShardRef.name {root!r} was derived from sharding.rootShardInternalHostname "
@@ -431,12 +144,12 @@ def convert(
     if isinstance(values.get("kcp"), Mapping) and values["kcp"].get("sharding"):
         notes.append("kcp.sharding.* is read by nothing in the chart; ignored")
 
-    cache = _cache(v)
+    cache = uses_cache(v)
     v.get("cache.enabled")
     v.get("externalCache.enabled")
     v.get("externalCache.cacheInternalHostname")
     if cache:
-        cache_secret = _trunc(_trunc(fullname, 52) + "-cache", 63) + "-kubeconfig"
+        cache_secret = truncated(truncated(fullname, 52) + "-cache", 63) + "-kubeconfig"
         spec["cache"] = {"kubeconfigSecretRef": {"name": cache_secret, "key": "kubeconfig"}}
         notes.append("cache kubeconfig: " + _path_note(cache_secret, "/etc/kcp/tls/ca/tls.crt"))
     elif non_root:
@@ -455,8 +168,9 @@ def convert(
         )
     else:
         endpoints = [e.strip() for e in etcd_address.split(",") if e.strip()]
-        if not endpoints and _flag(v.get("etcd.enabled", True)):
-            endpoints = [f"https://{_trunc(_trunc(fullname, 58) + '-etcd', 63)}:{CHART_ETCD_PORT}"]
+        if not endpoints and truthy(v.get("etcd.enabled", True)):
+            etcd_service = truncated(truncated(fullname, 58) + "-etcd", 63)
+            endpoints = [f"https://{etcd_service}:{CHART_ETCD_PORT}"]
         if endpoints:
             spec["etcd"] = {
                 "endpoints": endpoints,
@@ -469,7 +183,7 @@ def convert(
         spec["externalURL"] = f"https://{external}:{port}"
 
     certs = str(v.get("certificates.name") or "")
-    kcp_certs = _trunc(_trunc(certs or fullname, 58) + "-kcp", 63)
+    kcp_certs = truncated(truncated(certs or fullname, 58) + "-kcp", 63)
     tls: dict[str, Any] = {}
     spec["tls"] = tls
     tls.update(
@@ -489,7 +203,7 @@ def convert(
     lca_paths = (
         "/etc/kcp/tls/ca/tls.crt and /etc/kcp/{}logical-cluster-admin/kubeconfig-client-cert"
     )
-    if _flag(v.get("kcp.logicalClusterAdminFlag")) and external:
+    if truthy(v.get("kcp.logicalClusterAdminFlag")) and external:
         secret = f"{fullname}-internal-admin-kubeconfig"
         spec["logicalClusterAdminKubeconfigSecretRef"] = {"name": secret, "key": "kubeconfig"}
         notes.append(_path_note(secret, lca_paths.format("")))
@@ -502,9 +216,9 @@ def convert(
         f"--enable-home-workspaces={str(v.on('kcp.homeWorkspaces.enabled')).lower()}"
     ]
     v.get("kcp.homeWorkspaces.enabled")
-    extra += _oidc_flags(v)
+    extra += oidc_flags(v)
     extra += [f"--v={v.get('kcp.v')}", "--logging-format=json"]
-    if _flag(v.get("kcp.profiling.enabled")):
+    if truthy(v.get("kcp.profiling.enabled")):
         extra.append(f"--profiler-address=0.0.0.0:{v.get('kcp.profiling.port', 6060)}")
     batteries = v.get("kcp.batteries", [])
     if batteries:
@@ -528,10 +242,10 @@ def convert(
         spec["resources"] = v.get("kcp.resources")
     v.get("kcp.enabled")
 
-    unrendered = _unrendered(v)
+    not_rendered = unrendered(v)
     unmapped = [
         f"{path}: {value!r}"
-        for path, value in _leaves(values)
+        for path, value in leaves(values)
         if not v.is_used(path) and value not in (None, "", False, [], {})
     ]
     manifest = (
@@ -544,4 +258,4 @@ def convert(
             "spec": spec,
         }
     )
-    return Conversion(manifest, tuple(unmapped), tuple(notes), tuple(errors), tuple(unrendered))
+    return Conversion(manifest, tuple(unmapped), tuple(notes), tuple(errors), tuple(not_rendered))

@@ -11,7 +11,8 @@ from kcp_shard_operator.core.kcp.flags import flag_name
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import parse_shard
-from kcp_shard_operator.migrate.shardchart import convert, template_flags
+from kcp_shard_operator.migrate.chartflags import template_flags
+from kcp_shard_operator.migrate.shardchart import convert
 
 RELEASE = Version(0, 34, 0)
 FLAG = "--root-shard-kubeconfig-file"
