@@ -4,18 +4,15 @@ user: a local ``kcp start`` process or a shard pod behind a ``kubectl port-forwa
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
-from kcp_shard_operator.kube.kubeconfig import endpoint_from_kubeconfig
-from kcp_shard_operator.kube.tls import ssl_context
+from kcp_shard_operator.kube.client import HTTP
+from kcp_shard_operator.kube.client import UnreachableError as NoAnswerError
+from kcp_shard_operator.kube.credentials import from_kubeconfig
 
 JSON = dict[str, Any]
 TIMEOUT = 15.0
@@ -50,31 +47,20 @@ class ShardAPI:
     def request(self, method: str, path: str, body: JSON | None = None) -> tuple[int, JSON]:
         """``method path`` with a JSON ``body``; the status and the JSON answer (``{"text":
         ...}`` for a plain one). Raises :class:`UnreachableError` when the shard does not answer."""
-        endpoint = endpoint_from_kubeconfig(
-            yaml.safe_load(self.kubeconfig.read_text()),
-            self.context,
-            PurePosixPath(self.kubeconfig.parent),
+        found = from_kubeconfig(
+            self.kubeconfig.read_bytes(), self.context, base_dir=self.kubeconfig.parent
         )
-        headers = {"Accept": "application/json"}
-        if endpoint.token:
-            headers["Authorization"] = f"Bearer {endpoint.token}"
-        data = None
-        if body is not None:
-            data = json.dumps(body).encode()
-            headers["Content-Type"] = "application/json"
-        url = base_url(self.server() if self.server else endpoint.server) + path
-        request = urllib.request.Request(url, data=data, method=method, headers=headers)
+        client = HTTP(found, retry=False, timeout=TIMEOUT)
+        url = base_url(self.server() if self.server else found.server) + path
         try:
-            with urllib.request.urlopen(
-                request, timeout=TIMEOUT, context=ssl_context(endpoint)
-            ) as answer:
-                return answer.status, _json(answer.read())
-        except urllib.error.HTTPError as err:
-            return err.code, _json(err.read())
-        except (urllib.error.URLError, OSError) as err:
+            answer = client.request(method, url, body)
+        except NoAnswerError as err:
             if self.reconnect is not None:
                 self.reconnect()
             raise UnreachableError(f"{method} {path} on shard {self.name}: {err}") from err
+        finally:
+            client.close()
+        return answer.status, _json(answer.data)
 
     def get(self, path: str) -> JSON | None:
         """The object at ``path``, or None when it does not exist (404)."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
-from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.client import clean_with_kubeconfig_file
 from kcp_shard_operator.identitycache.policy import (
     CONFIGMAP_NAME,
     ROOT_CLUSTER,
@@ -33,9 +33,9 @@ def register(commands: Any) -> None:
             "longer uses it. Needs group system:masters on that shard."
         ),
         epilog=f"""reads:
-  the --kubeconfig file (and the files it names); on the shard: gets the LogicalCluster of \
-logical cluster {ROOT_CLUSTER} (a shard that serves it is a root shard, refused) and the \
-ConfigMap
+  the --kubeconfig file (and the files it names; its exec plugin runs); on the shard: gets \
+the LogicalCluster of logical cluster {ROOT_CLUSTER} (a shard that serves it is a root shard, \
+refused) and the ConfigMap
 writes:
   on the shard, unless --dry-run: deletes the ConfigMap; nothing else
   what was found and done on stdout, errors on stderr
@@ -75,7 +75,9 @@ def run(args: argparse.Namespace) -> int:
     except OSError as err:
         print(f"error: cannot read {path}: {err.strerror}", file=sys.stderr)
         return 1
-    outcome = clean_shard(raw, args.context, dry_run=args.dry_run, base_dir=path.resolve().parent)
+    outcome = clean_with_kubeconfig_file(
+        raw, args.context, path.resolve().parent, dry_run=args.dry_run
+    )
     lines, errors = report(outcome)
     for line in lines:
         print(line)

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from kcp_shard_operator.cli.options import add_cluster_options, cluster_credentials
 from kcp_shard_operator.constants import (
     FRONT_PROXY_API_VERSION,
     FRONT_PROXY_KIND,
@@ -31,13 +32,13 @@ from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
 from kcp_shard_operator.core.shard.names import issues_client_certificates
 from kcp_shard_operator.core.shard.pki import admin_kubeconfig_secret
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
+from kcp_shard_operator.identitycache.target import server_url
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
 from kcp_shard_operator.kube.credentials import CredentialsError
-from kcp_shard_operator.kube.kubeconfig import KubeconfigError, server_url
 
 DEFAULT_NAMESPACE = "default"
-"""The operator's credentials name no namespace, so none comes from the current context."""
+"""The namespace when neither -n nor the context names one, as for kubectl."""
 
 
 def register(commands: Any) -> None:
@@ -68,8 +69,9 @@ exit codes:
     parser.add_argument(
         "-n",
         "--namespace",
-        default=DEFAULT_NAMESPACE,
-        help="namespace of the Shard or FrontProxy (default: %(default)s)",
+        default=None,
+        help="namespace of the Shard or FrontProxy (default: the context's namespace, else "
+        f"{DEFAULT_NAMESPACE})",
     )
     parser.add_argument(
         "--server",
@@ -86,6 +88,7 @@ exit codes:
         default=None,
         help="write to FILE, readable by its owner only (mode 0600; default: stdout)",
     )
+    add_cluster_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -187,11 +190,13 @@ def _write(path: Path, text: str) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         server = None if args.server is None else server_url(args.server)
-    except KubeconfigError as err:
+    except CredentialsError as err:
         raise SystemExit(f"error: --server: {err}") from None
     try:
+        cluster = cluster_credentials(args)
+        namespace = args.namespace or cluster.namespace or DEFAULT_NAMESPACE
         read = _read_front_proxy if args.front_proxy else _read
-        where, raw = read(Kube(credentials.load()), args.namespace, args.shard)
+        where, raw = read(Kube(cluster), namespace, args.shard)
     except CredentialsError as err:
         raise SystemExit(f"error: {err}") from None
     except APIError as err:

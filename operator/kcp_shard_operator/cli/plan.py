@@ -17,7 +17,12 @@ from typing import Any, TypeVar
 
 import yaml
 
-from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.cli.options import (
+    add_cluster_options,
+    add_deprecating_release_option,
+    cluster_credentials,
+    deprecating_release,
+)
 from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
     CACHE_SERVER_KIND,
@@ -85,7 +90,8 @@ def register(commands: Any) -> None:
         "what is refused. Changes nothing.",
         epilog=f"""reads:
   without -f, the cluster ({credentials.SOURCES}): lists Shards, CacheServers and \
-FrontProxies in each -n namespace (without -n: in every namespace), gets the Deployment of each
+FrontProxies in each -n namespace (without -n: the context's namespace if it names one, else \
+every namespace; -A: every namespace), gets the Deployment of each
   with -f, the files instead (of a directory, its .yaml, .yml and .json files; '-': standard \
 input)
 writes:
@@ -118,8 +124,16 @@ credentials, an API error
         "--namespace",
         action="append",
         default=[],
-        help="plan the objects of this namespace (repeatable; default: all namespaces)",
+        help="plan the objects of this namespace (repeatable; default: the context's "
+        "namespace if it names one, else every namespace)",
     )
+    source.add_argument(
+        "-A",
+        "--all-namespaces",
+        action="store_true",
+        help="plan the objects of every namespace",
+    )
+    add_cluster_options(parser)
     parser.add_argument(
         "-o",
         "--output",
@@ -187,8 +201,14 @@ def _parsed(items: list[JSON], parse: Callable[[JSON], T]) -> list[T]:
     return found
 
 
-def _from_cluster(namespaces: list[str]) -> Found:
-    kube = Kube(credentials.load())
+def _namespaces(args: argparse.Namespace, context_namespace: str | None) -> list[str]:
+    """The -n namespaces, else the context's unless -A (empty: every namespace)."""
+    if args.namespace or args.all_namespaces or context_namespace is None:
+        return list(args.namespace)
+    return [context_namespace]
+
+
+def _from_cluster(kube: Kube, namespaces: list[str]) -> Found:
     scopes: list[str | None] = [*namespaces] if namespaces else [None]
     objects: list[JSON] = []
     caches: list[CacheServer] = []
@@ -308,11 +328,14 @@ def run(args: argparse.Namespace) -> int:
     except (InvalidVersionError, TargetError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
+    namespaces: list[str] = []
     try:
         if args.filename:
             found = _from_files(args.filename, release)
         else:
-            found = _from_cluster(args.namespace)
+            cluster = cluster_credentials(args)
+            namespaces = _namespaces(args, cluster.namespace)
+            found = _from_cluster(Kube(cluster), namespaces)
     except (OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
@@ -320,12 +343,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_ERROR
     except APIError as err:
-        where = ", ".join(args.namespace) or "all namespaces (name some with -n)"
+        where = ", ".join(namespaces) or "all namespaces (name some with -n)"
         print(f"error: reading the objects in {where}: {error_message(err)}", file=sys.stderr)
         return EXIT_ERROR
     objects, deployments, caches, proxies, others = found
     if not objects:
-        print("error: no Shard found", file=sys.stderr)
+        where = f" in {', '.join(namespaces)} (-A: every namespace)" if namespaces else ""
+        print(f"error: no Shard found{where}", file=sys.stderr)
         return EXIT_ERROR
     cleanup = _cleanup(release, args.identity_cache_cleanup)
     shard_steps = plan_upgrade(

@@ -3,15 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import aiohttp
 import kopf
+from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
-from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
+from kcp_shard_operator.cli.options import (
+    add_cluster_options,
+    add_deprecating_release_option,
+    cluster_credentials,
+    deprecating_release,
+)
 from kcp_shard_operator.constants import (
     CLEANUP_ENV,
     KCP_CHECKS_ENV,
@@ -24,8 +33,8 @@ from kcp_shard_operator.controller.metered import MeteredKube
 from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.core.kcp.versions import InvalidVersionError
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.client import Kube
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.client import Kube, user_agent
+from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
 
 LOG_FORMATS = {
     "text": kopf.LogFormat.PLAIN,
@@ -35,6 +44,9 @@ LOG_FORMATS = {
 
 
 METRICS_PORT = 9090
+WORKERS = min(32, (os.cpu_count() or 1) + 4)
+"""Threads running the handlers (kopf's executor; Python's default size, made explicit): the
+operator's connection pool holds as many connections."""
 
 CHATTY_LOGGERS = {"urllib3": logging.INFO, "aiohttp.access": logging.WARNING}
 """Loggers whose lines below these levels are for debugging only: urllib3's line per request
@@ -65,6 +77,45 @@ def _env_bool(name: str, default: bool) -> bool:
     raise SystemExit(f"error: {name}={value!r} is not a boolean (true/false)")
 
 
+def kopf_login(cluster: Credentials) -> Callable[..., Awaitable[kopf.AiohttpSession]]:
+    """kopf's login: a session with the credentials the operator's own calls use (the
+    library's ``Configuration``: server, CA, client certificate, token, proxy), the
+    impersonation headers and the operator's ``User-Agent``. kopf logs in again after a 401 and
+    when an exec plugin's credential expires: the credentials are renewed then."""
+    logins = 0
+
+    async def login(**_: Any) -> kopf.AiohttpSession:
+        nonlocal logins
+        if logins:
+            await asyncio.to_thread(cluster.renew, cluster.generation)
+        logins += 1
+        configuration = cluster.configuration
+        tls = kopf.ConnectionInfo(
+            server=cluster.server,
+            ca_path=configuration.ssl_ca_cert,
+            insecure=not configuration.verify_ssl,
+            certificate_path=configuration.cert_file,
+            private_key_path=configuration.key_file,
+        ).as_ssl_context()
+        headers: CIMultiDict[str] = CIMultiDict({"User-Agent": user_agent()})
+        authorization = await asyncio.to_thread(cluster.authorization)
+        if authorization:
+            headers["Authorization"] = authorization
+        for name, value in cluster.impersonation:
+            headers.add(name, value)
+        session = aiohttp.ClientSession(
+            connector=aiohttp.TCPConnector(limit=0, ssl=tls), headers=headers, proxy=cluster.proxy
+        )
+        return kopf.AiohttpSession(
+            server=cluster.server,
+            aiohttp_session=session,
+            default_namespace=cluster.namespace,
+            expiration=cluster.expiry(),
+        )
+
+    return login
+
+
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "run",
@@ -73,7 +124,8 @@ def register(commands: Any) -> None:
         "what they need, and report their status, until stopped. Without -n it watches every "
         "namespace.",
         epilog=f"""reads:
-  the cluster ({credentials.SOURCES}): watches Shards, CacheServers, FrontProxies and \
+  the cluster ({credentials.SOURCES}; the context's namespace does not narrow what is \
+watched): watches Shards, CacheServers, FrontProxies and \
 Secrets, and the Deployments, Services, PodDisruptionBudgets, PersistentVolumeClaims, \
 ConfigMaps and Pods it manages, in every namespace (-A, or no -n) or in each -n namespace
   with --kcp-checks, each kcp shard, through its admin kubeconfig
@@ -170,6 +222,7 @@ exit codes:
         f"line (default: ${LOG_FORMAT_ENV}, else text)",
     )
     add_deprecating_release_option(parser)
+    add_cluster_options(parser)
     parser.set_defaults(handler=run)
 
 
@@ -199,14 +252,23 @@ def run(args: argparse.Namespace) -> int:
         "on" if settings.identity_cache_cleanup else "off",
         "on" if settings.kcp_checks else "off",
     )
-    registry = kopf.OperatorRegistry()
-    handlers.register(registry)
     try:
-        kube = Kube(credentials.load())
+        cluster = cluster_credentials(args)
     except CredentialsError as err:
         raise SystemExit(f"error: {err}") from err
+    if cluster.tls_server_name:
+        raise SystemExit(
+            f"error: context {cluster.context!r}: tls-server-name is not supported by run (kopf's "
+            "watches cannot send it); use a server URL whose host the certificate names"
+        )
+    registry = kopf.OperatorRegistry()
+    handlers.register(registry)
+    kopf.on.login(registry=registry, id="login")(kopf_login(cluster))
     metrics = Metrics()
-    context = Context(settings=settings, kube=MeteredKube(kube, metrics), metrics=metrics)
+    kube = MeteredKube(Kube(cluster, pool_size=WORKERS), metrics)
+    context = Context(settings=settings, kube=kube, metrics=metrics)
+    operator_settings = kopf.OperatorSettings()
+    operator_settings.execution.max_workers = WORKERS
     if args.metrics_port:
         try:
             start_http_server(args.metrics_port, registry=metrics.registry)
@@ -214,6 +276,7 @@ def run(args: argparse.Namespace) -> int:
             raise SystemExit(f"error: --metrics-port {args.metrics_port}: {err}") from err
     kopf.run(
         registry=registry,
+        settings=operator_settings,
         standalone=args.standalone,
         peering_name=None if args.standalone else args.peering,
         priority=(

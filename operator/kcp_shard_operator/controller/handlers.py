@@ -37,7 +37,6 @@ from kcp_shard_operator.controller.shard import CHILD_KINDS, reconcile
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.cacheserver.render import NAME as CACHE_SERVER_NAME
-from kcp_shard_operator.kube import credentials
 
 RESYNC_SECONDS = 30.0
 RETAINED_CLAIMS = {CACHE_SERVER_NAME: CACHE_SERVER_KIND, "kcp": SHARD_KIND}
@@ -237,22 +236,6 @@ def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]
 
 
-def login(**_: Any) -> kopf.ConnectionInfo:
-    """kopf's watches use the credentials the operator's own calls use (re-read on a 401)."""
-    found = credentials.load()
-    return kopf.ConnectionInfo(
-        server=found.server,
-        ca_path=found.ca_file,
-        ca_data=found.ca_pem,
-        insecure=found.insecure,
-        certificate_path=found.client_cert_file,
-        certificate_data=found.client_cert_pem,
-        private_key_path=found.client_key_file,
-        private_key_data=found.client_key_pem,
-        token=credentials.TokenSource(found).token(),
-    )
-
-
 def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
     shards = kopf.on.event(API_GROUP, API_VERSION, SHARD_PLURAL, registry=registry)
@@ -283,4 +266,3 @@ def register(registry: kopf.OperatorRegistry) -> None:
     kopf.on.event("v1", "pods", labels=managed, registry=registry)(on_pod_event)
     kopf.on.event("v1", "secrets", registry=registry)(on_secret_event)
     kopf.on.startup(registry=registry)(configure)
-    kopf.on.login(registry=registry)(login)

@@ -2,15 +2,14 @@
 the root shard (the thin shell of :mod:`kcp_shard_operator.core.shard.health`).
 
 Requests go through :class:`~kcp_shard_operator.identitycache.client.ShardClient` (the admin
-kubeconfig's credentials, no redirects followed) with a short timeout. What comes back is a
+kubeconfig's credentials, no redirects followed) with a short timeout; the client of a
+kubeconfig is kept while it is used (:data:`~kcp_shard_operator.identitycache.client.CLIENTS`),
+not built again for every probe. What comes back is a
 :class:`~kcp_shard_operator.core.shard.health.Probe`, never an exception; its messages carry URLs,
 status codes and socket or TLS errors only, never a credential.
 """
 
 from __future__ import annotations
-
-import ssl
-from dataclasses import replace
 
 from kcp_shard_operator.core.frontproxy.status import ROUTE_PATH, Route, interpret_route
 from kcp_shard_operator.core.shard.health import (
@@ -23,15 +22,15 @@ from kcp_shard_operator.core.shard.health import (
     interpret_readyz,
     interpret_registration,
 )
-from kcp_shard_operator.identitycache.client import NO_ANSWER, ShardClient, unreachable_reason
+from kcp_shard_operator.identitycache.client import CLIENTS, ShardClient
 from kcp_shard_operator.identitycache.policy import (
     ROOT_CLUSTER,
     SYSTEM_SHARD_CLUSTER,
     Response,
     cluster_path,
 )
-from kcp_shard_operator.identitycache.target import load_target
-from kcp_shard_operator.kube.kubeconfig import KubeconfigError
+from kcp_shard_operator.kube.client import UnreachableError
+from kcp_shard_operator.kube.credentials import CredentialsError
 
 PROBE_TIMEOUT = 5.0
 """Seconds per request: a pass asks at most three questions while it holds the Shard's lock."""
@@ -63,28 +62,20 @@ def _client(
 ) -> ShardClient:
     """A client with the kubeconfig's credentials, for its server or ``server``."""
     try:
-        target = load_target(kubeconfig)
-        return ShardClient(replace(target, server=server or target.server), timeout)
-    except KubeconfigError as err:
+        return CLIENTS.get(kubeconfig, timeout, server)
+    except CredentialsError as err:
         failure = Failure(INVALID_KUBECONFIG, f"{whose} admin kubeconfig: {err}")
-    except (OSError, ssl.SSLError) as err:
-        failure = Failure(
-            INVALID_KUBECONFIG, f"{whose} admin kubeconfig: unusable TLS material ({err})"
-        )
     raise _NoAnswerError(failure)
 
 
-def _unreachable(client: ShardClient, err: BaseException) -> _NoAnswerError:
-    server = client.target.server
-    return _NoAnswerError(
-        Failure(SHARD_UNREACHABLE, f"cannot reach {server}: {unreachable_reason(err)}")
-    )
+def _unreachable(client: ShardClient, err: UnreachableError) -> _NoAnswerError:
+    return _NoAnswerError(Failure(SHARD_UNREACHABLE, f"cannot reach {client.server}: {err.reason}"))
 
 
 def _text(client: ShardClient, url: str) -> tuple[int, str]:
     try:
         status, raw = client.send("GET", url)
-    except NO_ANSWER as err:
+    except UnreachableError as err:
         raise _unreachable(client, err) from None
     return status, raw.decode(errors="replace")
 
@@ -92,7 +83,7 @@ def _text(client: ShardClient, url: str) -> tuple[int, str]:
 def _get(client: ShardClient, url: str) -> Response:
     try:
         return client.request("GET", url)
-    except NO_ANSWER as err:
+    except UnreachableError as err:
         raise _unreachable(client, err) from None
 
 
@@ -101,7 +92,7 @@ def _registration(target: ProbeTarget, timeout: float) -> Registration | None:
         return target.root
     try:
         root = _client(target.root, timeout, "the root Shard's")
-        answer = _get(root, registration_url(root.target.server, target.kcp_name))
+        answer = _get(root, registration_url(root.server, target.kcp_name))
     except _NoAnswerError as stop:
         return stop.failure
     return interpret_registration(target.kcp_name, answer.status, answer.body)
@@ -111,7 +102,7 @@ def probe_shard(target: ProbeTarget, timeout: float = PROBE_TIMEOUT) -> Probe:
     """``/readyz`` and the data identity of the shard, then its registration on the root."""
     try:
         client = _client(target.kubeconfig, timeout, "the Shard's")
-        base = client.target.server
+        base = client.server
         ready = interpret_readyz(*_text(client, f"{base}/readyz"))
         if isinstance(ready, Failure):
             return Probe(failure=ready)

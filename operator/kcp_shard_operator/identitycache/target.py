@@ -1,25 +1,28 @@
-"""Which shard to reach, as whom: a shard's admin kubeconfig -> an :class:`Endpoint` (no I/O).
+"""Which shard to reach, as whom: a shard's admin kubeconfig -> its base URL and credentials.
 
-The kubeconfig is read by :mod:`kcp_shard_operator.kube.kubeconfig`, the reader the operator's
-own credentials use; what is particular to a kcp shard is here: the ``shard-base`` context is
-preferred, and the server is reduced to the shard's base URL (no ``/clusters/...`` suffix).
+The kubeconfig is loaded by :mod:`kcp_shard_operator.kube.credentials` (the ``kubernetes``
+library's loader, as for the operator's own credentials); what is particular to a kcp shard is
+here: the ``shard-base`` context is preferred, and the server is reduced to the shard's base URL
+(no ``/clusters/...`` suffix).
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from pathlib import PurePosixPath
+from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import yaml
-
 from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
-from kcp_shard_operator.kube.kubeconfig import (
-    Endpoint,
-    KubeconfigError,
-    endpoint_from_kubeconfig,
-    server_url,
-)
+from kcp_shard_operator.kube.credentials import Credentials, CredentialsError, from_kubeconfig
+
+
+def server_url(server: str) -> str:
+    """``server`` without user info, query or trailing slash; refused unless http(s)."""
+    parts = urlsplit(server.strip())
+    # The URL itself is not echoed: it may carry a password (user:password@host).
+    netloc = parts.netloc.rpartition("@")[2]
+    if parts.scheme not in ("https", "http") or not netloc:
+        raise CredentialsError("the cluster's server is not an http(s) URL")
+    return urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
 def base_url(server: str) -> str:
@@ -34,26 +37,20 @@ def base_url(server: str) -> str:
     return urlunsplit((parts.scheme, parts.netloc, path.rstrip("/"), "", ""))
 
 
-def shard_endpoint(
-    kubeconfig: object, context: str | None = None, base_dir: PurePosixPath | None = None
-) -> Endpoint:
-    """The shard's base URL and credentials: ``context``, else ``shard-base``, else the current.
-
-    exec and auth-provider users are refused: the cleanup needs static shard credentials.
-    """
-    endpoint = endpoint_from_kubeconfig(kubeconfig, context, base_dir, preferred=SHARD_BASE_CONTEXT)
-    return replace(endpoint, server=base_url(endpoint.server))
-
-
 def load_target(
-    kubeconfig: bytes, context: str | None = None, base_dir: PurePosixPath | None = None
-) -> Endpoint:
-    """Parse kubeconfig bytes (YAML or JSON) into the shard's :class:`Endpoint`."""
-    try:
-        parsed = yaml.safe_load(kubeconfig)
-    except yaml.YAMLError as err:
-        # The parser's message quotes the offending text, which may be a token: position only.
-        mark = getattr(err, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        raise KubeconfigError(f"not valid YAML{where}") from None
-    return shard_endpoint(parsed, context, base_dir)
+    kubeconfig: bytes,
+    context: str | None = None,
+    base_dir: Path | None = None,
+    *,
+    inline_only: bool = False,
+) -> Credentials:
+    """The credentials of a shard's kubeconfig (YAML or JSON): ``context``, else
+    ``shard-base``, else the current context. ``inline_only`` for a kubeconfig from a Secret:
+    no files, no exec or auth-provider plugin."""
+    return from_kubeconfig(
+        kubeconfig,
+        context,
+        preferred=SHARD_BASE_CONTEXT,
+        base_dir=base_dir,
+        inline_only=inline_only,
+    )

@@ -1,1 +1,1 @@
-"""The only door to the Kubernetes API: credentials and a small HTTP client."""
+"""The only door to the Kubernetes API: credentials and the client, on the `kubernetes` library."""

@@ -1,17 +1,24 @@
-"""Kubernetes API access for the operator (I/O only, no decisions).
+"""Kubernetes API access for the operator and the CLI (I/O only, no decisions).
 
-Plain HTTP calls with urllib3: the few kinds the operator touches have fixed paths, and the
-official client library would cost about 50 MiB of memory for models the operator never uses.
+The calls go through the ``kubernetes`` library's ``ApiClient`` (its urllib3 pool, TLS, proxy
+and credentials), with plain dicts in and out: the few kinds the operator touches have fixed
+paths, and the library's models would only be converted back to dicts.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
+from dataclasses import dataclass
+from importlib import metadata
 from typing import Any, cast
-from urllib.parse import quote, urlencode
+from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
+from kubernetes.client import ApiClient
+from kubernetes.client.exceptions import ApiException
+from urllib3 import HTTPHeaderDict
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_KIND,
@@ -24,9 +31,7 @@ from kcp_shard_operator.constants import (
     SHARD_PLURAL,
 )
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.kube.credentials import TokenSource
-from kcp_shard_operator.kube.kubeconfig import Endpoint
-from kcp_shard_operator.kube.tls import ssl_context
+from kcp_shard_operator.kube.credentials import Credentials
 
 PLURALS = {
     "ConfigMap": "configmaps",
@@ -40,7 +45,60 @@ PLURALS = {
     CACHE_SERVER_KIND: CACHE_SERVER_PLURAL,
     FRONT_PROXY_KIND: FRONT_PROXY_PLURAL,
 }
-TIMEOUT = urllib3.Timeout(connect=5.0, read=30.0)
+TIMEOUT = (5.0, 30.0)
+"""Seconds to connect and to wait for an answer."""
+POOL_SIZE = 4
+"""Connections kept per API server when the caller does not say how many threads share them."""
+PAGE_SIZE = 500
+"""Objects per page of a list (``limit``), as kubectl asks for them."""
+RETRIES = 5
+RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
+BACKOFF = 0.25
+"""Seconds before the first retry without ``Retry-After``; doubled each time."""
+MAX_WAIT = 10.0
+"""The longest wait between two tries, also when ``Retry-After`` asks for more."""
+
+
+@functools.cache
+def user_agent() -> str:
+    """``kcp-shard-operator/<version>``: the audit log names the operator and its release."""
+    try:
+        version = metadata.version("kcp-shard-operator")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return f"kcp-shard-operator/{version}"
+
+
+class _Retry(urllib3.Retry):
+    """urllib3's retries, with ``Retry-After`` honoured on 5xx too (as client-go does) and
+    never waited longer than ``MAX_WAIT``."""
+
+    RETRY_AFTER_STATUS_CODES = RETRY_STATUSES
+
+    def get_retry_after(self, response: urllib3.BaseHTTPResponse) -> float | None:
+        after = super().get_retry_after(response)
+        return None if after is None else min(after, MAX_WAIT)
+
+
+def retries() -> urllib3.Retry:
+    """Up to ``RETRIES`` more tries of any request answered 429 or 5xx (a write too: the
+    server did not apply it, or applying it again is harmless, as a server-side apply), after
+    ``Retry-After`` or a backoff; one more try to connect; redirects are never followed."""
+    return _Retry(
+        total=RETRIES,
+        connect=1,
+        read=0,
+        status=RETRIES,
+        other=0,
+        allowed_methods=None,
+        status_forcelist=RETRY_STATUSES,
+        backoff_factor=BACKOFF,
+        backoff_max=MAX_WAIT,
+        respect_retry_after_header=True,
+        raise_on_status=False,
+        redirect=0,
+        raise_on_redirect=False,
+    )
 
 
 class RefusedError(Exception):
@@ -51,8 +109,44 @@ class RefusedError(Exception):
         self.status, self.reason, self.message = status, reason, message
 
 
-APIError = (RefusedError, urllib3.exceptions.HTTPError, OSError)
+class UnreachableError(Exception):
+    """No answer from the server: the message names its host and why, never a request."""
+
+    def __init__(self, server: str, reason: str) -> None:
+        self.host = urlsplit(server).netloc.rpartition("@")[2]
+        self.reason = reason
+        super().__init__(f"cannot reach {self.host}: {reason}")
+
+
+APIError = (RefusedError, UnreachableError)
 """What a failed API call raises: a refusal by the server, or no answer."""
+NO_ANSWER = (urllib3.exceptions.HTTPError, OSError, ApiException, ValueError)
+"""What the library raises without an answer: socket, TLS and protocol errors (a TLS error
+comes as an ``ApiException`` with status 0), a header http.client refuses late."""
+
+
+def no_answer_reason(err: BaseException) -> str:
+    """Why a request got no answer, in one line: the socket or TLS error, never a header."""
+    while True:
+        if isinstance(err, urllib3.exceptions.MaxRetryError) and err.reason is not None:
+            err = err.reason
+        elif isinstance(err, urllib3.exceptions.ProtocolError) and isinstance(
+            err.args[-1], BaseException
+        ):
+            err = err.args[-1]
+        else:
+            break
+    if isinstance(err, ApiException):
+        return " ".join(str(err.reason).split()[1:]) or "TLS error"
+    if isinstance(err, urllib3.exceptions.NewConnectionError):
+        return str(err).rpartition("Failed to establish a new connection: ")[2]
+    if isinstance(err, urllib3.exceptions.NameResolutionError):
+        return str(err).rpartition(": ")[2].strip("()") or "name not resolved"
+    if isinstance(err, TimeoutError | urllib3.exceptions.TimeoutError):
+        return "timed out"
+    if isinstance(err, OSError | urllib3.exceptions.HTTPError):
+        return " ".join(f"{type(err).__name__}: {err}".split())
+    return type(err).__name__
 
 
 def error_message(err: BaseException) -> str:
@@ -60,7 +154,7 @@ def error_message(err: BaseException) -> str:
     if isinstance(err, RefusedError):
         suffix = f": {err.message}" if err.message else ""
         return f"{err.status} {err.reason}{suffix}"
-    return f"API server unreachable: {type(err).__name__}"
+    return str(err)
 
 
 def namespace_terminating(err: BaseException) -> bool:
@@ -79,15 +173,94 @@ def path_of(api_version: str, kind: str, namespace: str | None, name: str | None
     return f"{path}/{quote(name)}" if name else path
 
 
+@dataclass(frozen=True)
+class Answer:
+    """What a server answered: status, reason phrase, body and headers."""
+
+    status: int
+    reason: str
+    data: bytes
+    headers: Any
+
+
+class HTTP:
+    """Requests to one server with :class:`Credentials` through the library's ``ApiClient``:
+    its pool (``pool_size`` connections), TLS (``tls-server-name``), proxy and token refresh,
+    with the impersonation headers, ``User-Agent``, and the credentials renewed once after a
+    401 (an exec plugin runs again)."""
+
+    def __init__(
+        self,
+        credentials: Credentials,
+        *,
+        pool_size: int = POOL_SIZE,
+        retry: urllib3.Retry | bool = True,
+        timeout: float | tuple[float, float] = TIMEOUT,
+    ) -> None:
+        configuration = credentials.configuration
+        configuration.connection_pool_maxsize = pool_size
+        configuration.retries = retries() if retry is True else retry
+        self.credentials = credentials
+        self.timeout = timeout
+        self._client = ApiClient(configuration)
+        self._client.user_agent = user_agent()
+
+    @property
+    def server(self) -> str:
+        return self.credentials.server
+
+    def request(
+        self,
+        method: str,
+        url: str,
+        body: Any = None,
+        content_type: str = "application/json",
+        max_bytes: int | None = None,
+    ) -> Answer:
+        """One request to ``url`` (on this server or another, as a front-proxy's Service),
+        its answer read at most ``max_bytes`` far. Raises :class:`UnreachableError` without an
+        answer."""
+        seen = self.credentials.generation
+        answer = self._send(method, url, body, content_type, max_bytes)
+        if answer.status == 401 and self.credentials.renew(seen):
+            answer = self._send(method, url, body, content_type, max_bytes)
+        return answer
+
+    def _send(
+        self, method: str, url: str, body: Any, content_type: str, max_bytes: int | None
+    ) -> Answer:
+        headers: dict[str, str] = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
+        _, _, serialized, _, _ = self._client.param_serialize(
+            method, "", header_params=headers, auth_settings=["BearerToken"]
+        )
+        sent = HTTPHeaderDict(serialized)
+        for name, value in self.credentials.impersonation:
+            sent.add(name, value)
+        try:
+            response = self._client.call_api(
+                method, url, header_params=sent, body=body, _request_timeout=self.timeout
+            ).response
+            try:
+                data = response.read(max_bytes) if max_bytes else response.read()
+                response.drain_conn()
+            finally:
+                response.release_conn()
+        except NO_ANSWER as err:
+            raise UnreachableError(url, no_answer_reason(err)) from None
+        return Answer(response.status, response.reason or "", bytes(data or b""), response.headers)
+
+    def close(self) -> None:
+        self._client.rest_client.close()
+        self.credentials.close()
+
+
 class Kube:
     """The calls the operator makes, returning plain dicts."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        self._server = endpoint.server
-        self._token = TokenSource(endpoint)
-        self._pool = urllib3.PoolManager(
-            ssl_context=ssl_context(endpoint), retries=False, timeout=TIMEOUT, maxsize=4
-        )
+    def __init__(self, credentials: Credentials, pool_size: int = POOL_SIZE) -> None:
+        self._http = HTTP(credentials, pool_size=pool_size)
 
     def _call(
         self,
@@ -98,33 +271,35 @@ class Kube:
         params: dict[str, str] | None = None,
     ) -> JSON | None:
         """The answer as JSON; None for 404. Any other error status raises ``RefusedError``."""
-        headers = {"Accept": "application/json"}
-        token = self._token.token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        payload = None
-        if body is not None:
-            headers["Content-Type"] = content_type
-            payload = json.dumps(body).encode()
         query = f"?{urlencode(params)}" if params else ""
-        response = self._pool.urlopen(
-            method, self._server + path + query, body=payload, headers=headers, redirect=False
-        )
-        if response.status == 404:
+        answer = self._http.request(method, self._http.server + path + query, body, content_type)
+        if answer.status == 404:
             return None
-        if response.status >= 300:
-            raise _refusal(response)
-        return cast(JSON, json.loads(response.data or b"{}"))
+        if answer.status >= 300:
+            raise _refusal(answer)
+        return cast(JSON, json.loads(answer.data or b"{}"))
 
     def get(self, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
         return self._call("GET", path_of(api_version, kind, namespace, name))
 
+    def _pages(self, path: str) -> list[JSON]:
+        """Every item of the list at ``path``, asked for ``PAGE_SIZE`` at a time."""
+        items: list[JSON] = []
+        params = {"limit": str(PAGE_SIZE)}
+        while True:
+            found = self._call("GET", path, params=params) or {}
+            items += found.get("items") or []
+            token = (found.get("metadata") or {}).get("continue")
+            if not token:
+                return items
+            params = {"limit": str(PAGE_SIZE), "continue": str(token)}
+
     def list(self, api_version: str, kind: str, namespace: str | None) -> list[JSON]:
         """The objects of ``kind`` in ``namespace`` (None: in all namespaces), each with its
         apiVersion and kind set (a list's items carry neither)."""
-        found = self._call("GET", path_of(api_version, kind, namespace)) or {}
         return [
-            {"apiVersion": api_version, "kind": kind, **item} for item in found.get("items") or []
+            {"apiVersion": api_version, "kind": kind, **item}
+            for item in self._pages(path_of(api_version, kind, namespace))
         ]
 
     def apply(self, obj: JSON) -> JSON:
@@ -162,8 +337,8 @@ class Kube:
 
     def storage_classes(self) -> dict[str, JSON]:
         """The cluster's StorageClasses by name."""
-        found = self._call("GET", "/apis/storage.k8s.io/v1/storageclasses") or {}
-        return {item["metadata"]["name"]: item for item in found.get("items") or []}
+        found = self._pages("/apis/storage.k8s.io/v1/storageclasses")
+        return {item["metadata"]["name"]: item for item in found}
 
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self._call("DELETE", path_of(api_version, kind, namespace, name))
@@ -199,10 +374,10 @@ class Kube:
         return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
 
 
-def _refusal(response: Any) -> RefusedError:
+def _refusal(answer: Answer) -> RefusedError:
     try:
-        status = json.loads(response.data or b"")
+        status = json.loads(answer.data or b"")
     except ValueError:
         status = None
     message = status.get("message", "") if isinstance(status, dict) else ""
-    return RefusedError(response.status, response.reason or "", str(message))
+    return RefusedError(answer.status, answer.reason, str(message))

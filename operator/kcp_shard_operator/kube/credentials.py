@@ -1,100 +1,505 @@
-"""The operator's Kubernetes credentials: the pod's ServiceAccount, else ``$KUBECONFIG``.
+"""Kubernetes credentials, loaded by the ``kubernetes`` library (its kubeconfig and in-cluster
+loaders), for the operator's API calls, kopf's watches and the clients that reach kcp.
 
-One loader for both API clients: the operator's own (:mod:`kcp_shard_operator.kube.client`)
-and kopf's watches. The kubeconfig files are read here and parsed by
-:mod:`kcp_shard_operator.kube.kubeconfig`, the reader the identity-cache cleanup uses too.
+What kubectl does and the library does not is added here: the first ``current-context`` of
+several files wins, the context's namespace, impersonation (``as``, ``as-groups``, ``as-uid``,
+``as-user-extra``), and running an exec plugin again after a 401. What neither can use is
+refused in one line. Messages never quote a token, a key or the server URL (it may carry a
+password).
 """
 
 from __future__ import annotations
 
+import atexit
+import base64
+import binascii
+import datetime
+import logging
 import os
-import time
-from pathlib import Path, PurePosixPath
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, cast
+from urllib.parse import quote, urlsplit
 
 import yaml
-
-from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.kube.kubeconfig import (
-    Endpoint,
-    KubeconfigError,
-    bearer_token,
-    endpoint_from_kubeconfig,
-    merge,
+from kubernetes.client import Configuration
+from kubernetes.client.rest import should_bypass_proxies
+from kubernetes.config.config_exception import ConfigException
+from kubernetes.config.incluster_config import InClusterConfigLoader
+from kubernetes.config.kube_config import (
+    ENV_KUBECONFIG_PATH_SEPARATOR,
+    KubeConfigLoader,
+    KubeConfigMerger,
 )
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
-TOKEN_REREAD_SECONDS = 60.0
-"""The kubelet rotates a projected token well before it expires: a minute is soon enough."""
-SOURCES = "in a pod its ServiceAccount, else the current context of $KUBECONFIG or ~/.kube/config"
+SOURCES = (
+    "--kubeconfig, else $KUBECONFIG (its files merged), else in a pod its ServiceAccount, else "
+    "~/.kube/config; --context picks a context"
+)
 """Where :func:`load` finds the credentials, for the commands' help."""
+SUPPORTED_AUTH_PROVIDERS = ("oidc",)
+"""kubectl itself dropped the gcp and azure auth-providers for their exec plugins."""
+INLINE = (
+    ("clusters", "cluster", "certificate-authority"),
+    ("users", "user", "client-certificate"),
+    ("users", "user", "client-key"),
+)
+"""The kubeconfig fields whose ``-data`` form the library writes to a file of its own."""
+FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
 
 
 class CredentialsError(Exception):
-    """No usable credentials: the message says what is missing."""
+    """No usable credentials: the message says what is missing or not supported."""
 
 
-class TokenSource:
-    """The bearer token, re-read from its file now and then (projected tokens rotate)."""
+class Credentials:
+    """One API server and how to authenticate to it: the library's ``Configuration``, the
+    context's namespace, impersonation headers, and how to renew the credentials."""
 
-    def __init__(self, endpoint: Endpoint) -> None:
-        self._endpoint = endpoint
-        self._token = endpoint.token
-        self._read_at = 0.0
+    def __init__(
+        self,
+        configuration: Configuration,
+        renew: Callable[[], None],
+        *,
+        context: str | None = None,
+        namespace: str | None = None,
+        impersonation: tuple[tuple[str, str], ...] = (),
+        expiry: Callable[[], datetime.datetime | None] = lambda: None,
+        files: Path | None = None,
+    ) -> None:
+        self.configuration = configuration
+        self.context = context
+        self.namespace = namespace
+        self.impersonation = impersonation
+        self._renew = renew
+        self._expiry = expiry
+        self._files = files
+        self._lock = threading.Lock()
+        self.generation = 0
+        """How often the credentials were renewed: a caller that saw a 401 with generation
+        ``n`` renews them only when nobody has since."""
 
-    def token(self) -> str | None:
-        path = self._endpoint.token_file
-        if path and time.monotonic() - self._read_at > TOKEN_REREAD_SECONDS:
-            try:
-                token = bearer_token(Path(path).read_text().strip(), f"token file {path}")
-            except KubeconfigError as err:
-                raise CredentialsError(str(err)) from None
-            self._token = token or None
-            self._read_at = time.monotonic()
-        return self._token
+    def __repr__(self) -> str:
+        return f"Credentials(context={self.context!r})"
 
+    @property
+    def server(self) -> str:
+        return str(self.configuration.host)
 
-def load(environ: dict[str, str] | None = None) -> Endpoint:
-    """In-cluster credentials when running in a pod, else the kubeconfig (``$KUBECONFIG``)."""
-    env = os.environ if environ is None else environ
-    host, port = env.get("KUBERNETES_SERVICE_HOST"), env.get("KUBERNETES_SERVICE_PORT")
-    token_file = SERVICE_ACCOUNT_DIR / "token"
-    if host and port and token_file.exists():
-        server_host = f"[{host}]" if ":" in host else host
-        return Endpoint(
-            server=f"https://{server_host}:{port}",
-            ca_file=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
-            token_file=str(token_file),
-        )
-    paths = [p for p in env.get("KUBECONFIG", "").split(os.pathsep) if p]
-    if not paths:
-        paths = [str(Path.home() / ".kube" / "config")]
-    return from_kubeconfig(paths)
+    @property
+    def tls_server_name(self) -> str | None:
+        name = self.configuration.tls_server_name
+        return str(name) if name else None
 
-
-def _read(path: str) -> JSON | None:
-    try:
-        config = yaml.safe_load(Path(path).read_text()) or {}
-    except FileNotFoundError:
+    @property
+    def proxy(self) -> str | None:
+        """The proxy to the server: the cluster's ``proxy-url``, else ``$HTTPS_PROXY`` (or
+        ``$HTTP_PROXY``) unless ``$NO_PROXY`` names the server, as the library's pool decides."""
+        configuration = self.configuration
+        proxy = configuration.proxy
+        if proxy and not should_bypass_proxies(self.server, configuration.no_proxy or ""):
+            return str(proxy)
         return None
-    except (OSError, yaml.YAMLError) as err:
-        raise CredentialsError(f"kubeconfig {path}: cannot be read: {type(err).__name__}") from None
-    if not isinstance(config, dict):
-        raise CredentialsError(f"kubeconfig {path}: not a kubeconfig mapping")
-    return config
+
+    def authorization(self) -> str | None:
+        """The ``Authorization`` header's value (an expired exec credential is renewed first)."""
+        value = self.configuration.get_api_key_with_prefix("BearerToken")
+        return str(value) if value else None
+
+    def expiry(self) -> datetime.datetime | None:
+        """When an exec plugin's credential expires, if it said."""
+        return self._expiry()
+
+    def renew(self, seen: int) -> bool:
+        """Run the exec plugin again, or read the token file again, after a 401 answered a
+        request made with generation ``seen``; False when there is nothing to renew."""
+        with self._lock:
+            if self.generation == seen:
+                try:
+                    with _plugin_errors() as errors:
+                        self._renew()
+                except (ConfigException, OSError) as err:
+                    raise CredentialsError(f"renewing the credentials: {_one_line(err)}") from None
+                if errors:
+                    raise CredentialsError(f"renewing the credentials: {errors[-1]}")
+                _check_header(self.authorization(), "the renewed token")
+                self.generation += 1
+            return True
+
+    def close(self) -> None:
+        """Remove the files this client's certificates and key were written to."""
+        if self._files is not None:
+            shutil.rmtree(self._files, ignore_errors=True)
+            self._files = None
 
 
-def from_kubeconfig(paths: list[str]) -> Endpoint:
-    """The current context of the merged kubeconfig files (the first value of each name wins)."""
-    files = [
-        (config, PurePosixPath(os.path.abspath(path)).parent)
-        for path in paths
-        if (config := _read(path)) is not None
-    ]
-    if not files:
+def _one_line(err: BaseException) -> str:
+    return " ".join(str(err).split()) or type(err).__name__
+
+
+def _check_header(value: str | None, what: str) -> None:
+    """Refuse a credential that cannot stand in an HTTP header, without quoting it: a line
+    break would end the header (and could start another one), and HTTP clients refuse control
+    and non-ASCII characters with an error that quotes the whole header."""
+    if value is None:
+        return
+    if "\n" in value or "\r" in value:
+        problem = "a line break"
+    elif not all(char == "\t" or " " <= char <= "~" for char in value):
+        problem = "a control or non-ASCII character"
+    else:
+        return
+    raise CredentialsError(f"{what} cannot form an HTTP header: it holds {problem}")
+
+
+@contextmanager
+def _plugin_errors() -> Iterator[list[str]]:
+    """The errors the library logs instead of raising (a failed exec plugin), collected so
+    that the caller reports them in its own line."""
+    errors: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if record.levelno >= logging.ERROR and record.pathname.endswith("kube_config.py"):
+                errors.append(" ".join(record.getMessage().split()))
+
+    handler = Collect()
+    root = logging.getLogger()
+    root.addHandler(handler)
+    try:
+        yield errors
+    finally:
+        root.removeHandler(handler)
+
+
+def load(
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Credentials:
+    """The credentials kubectl would use: ``kubeconfig`` (``--kubeconfig``), else the files of
+    ``$KUBECONFIG``, else in a pod its ServiceAccount, else ``~/.kube/config``."""
+    env = os.environ if environ is None else environ
+    if kubeconfig:
+        if not Path(kubeconfig).is_file():
+            raise CredentialsError(f"--kubeconfig {kubeconfig}: no such file")
+        return from_files([kubeconfig], context)
+    paths = [path for path in env.get("KUBECONFIG", "").split(os.pathsep) if path]
+    if paths:
+        return from_files(paths, context)
+    if env.get("KUBERNETES_SERVICE_HOST") and (SERVICE_ACCOUNT_DIR / "token").exists():
+        if context:
+            raise CredentialsError(
+                f"--context {context}: in a pod without $KUBECONFIG the ServiceAccount is used, "
+                "which has no contexts"
+            )
+        return in_cluster(env)
+    return from_files([str(Path.home() / ".kube" / "config")], context)
+
+
+def in_cluster(environ: Mapping[str, str]) -> Credentials:
+    """The pod's ServiceAccount: its token is read again every minute (the kubelet rotates it)."""
+    loader = InClusterConfigLoader(
+        token_filename=str(SERVICE_ACCOUNT_DIR / "token"),
+        cert_filename=str(SERVICE_ACCOUNT_DIR / "ca.crt"),
+        environ=environ,
+    )
+    configuration = Configuration()
+    try:
+        loader.load_and_set(configuration)
+    except (ConfigException, OSError) as err:
+        raise CredentialsError(f"the pod's ServiceAccount: {_one_line(err)}") from None
+    found = Credentials(
+        configuration, lambda: loader.load_and_set(configuration), namespace=_pod_namespace()
+    )
+    _check_header(found.authorization(), "the ServiceAccount token")
+    return found
+
+
+def _pod_namespace() -> str | None:
+    try:
+        return (SERVICE_ACCOUNT_DIR / "namespace").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def from_files(paths: list[str], context: str | None = None) -> Credentials:
+    """The context ``context`` (else the first ``current-context``) of the kubeconfig files
+    merged as kubectl merges ``$KUBECONFIG``: the first value of each name wins, and relative
+    paths resolve against the folder of the file that holds them."""
+    existing = [path for path in paths if Path(path).expanduser().is_file()]
+    if not existing:
         raise CredentialsError(
             f"no credentials: not in a pod and no kubeconfig at {os.pathsep.join(paths)}"
         )
     try:
-        return endpoint_from_kubeconfig(merge(files))
-    except KubeconfigError as err:
-        raise CredentialsError(f"kubeconfig: {err}") from None
+        merger = KubeConfigMerger(ENV_KUBECONFIG_PATH_SEPARATOR.join(existing))
+    except yaml.YAMLError as err:
+        raise CredentialsError(f"kubeconfig: {_yaml_problem(err)}") from None
+    except OSError as err:
+        raise CredentialsError(f"kubeconfig: cannot be read: {_one_line(err)}") from None
+    except (ConfigException, AttributeError, TypeError) as err:
+        raise CredentialsError(f"kubeconfig: {_not_a_kubeconfig(err)}") from None
+    if context is None:
+        currents = [
+            cast(dict[str, Any], c).get("current-context") for c in merger.config_files.values()
+        ]
+        context = next((str(c) for c in currents if c), None)
+    return _load(merger.config, context, what="kubeconfig", base_path=None)
+
+
+def from_kubeconfig(
+    raw: bytes,
+    context: str | None = None,
+    *,
+    preferred: str | None = None,
+    base_dir: Path | None = None,
+    inline_only: bool = False,
+) -> Credentials:
+    """The credentials of one kubeconfig's bytes (YAML or JSON): ``context``, else
+    ``preferred`` when present, else the current context.
+
+    Its certificates and key are written to a private folder (0700, files 0600) under the
+    temporary directory, removed by :meth:`Credentials.close`: in a pod of the chart that
+    directory is a memory-backed volume. ``inline_only`` (a kubeconfig from a Secret) refuses
+    files and plugins: the Secret's author would choose what the operator reads or runs.
+    """
+    try:
+        config = yaml.safe_load(raw)
+    except yaml.YAMLError as err:
+        raise CredentialsError(_yaml_problem(err)) from None
+    if not isinstance(config, dict):
+        raise CredentialsError("not a kubeconfig mapping")
+    names = _names(config, "contexts")
+    if context is None:
+        context = preferred if preferred in names else config.get("current-context") or None
+    if inline_only:
+        _refuse_references(config, context)
+    folder = Path(tempfile.mkdtemp(prefix="client-", dir=_key_root()))
+    try:
+        written = _inline_to_files(config, folder, context)
+        return _load(written, context, what="", base_path=str(base_dir or ""), files=folder)
+    except BaseException:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise
+
+
+def _yaml_problem(err: yaml.YAMLError) -> str:
+    # The parser's message quotes the offending text, which may be a token: position only.
+    mark = getattr(err, "problem_mark", None)
+    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+    return f"not valid YAML{where}"
+
+
+def _not_a_kubeconfig(err: BaseException) -> str:
+    if isinstance(err, ConfigException):
+        return _one_line(err)
+    return "not a kubeconfig (a mapping with clusters, contexts and users)"
+
+
+def _items(config: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
+    """A section's entries; the library's merger wraps each in a node holding ``value``."""
+    entries = config.get(section) or []
+    if not isinstance(entries, list):
+        raise CredentialsError(f"kubeconfig: {section} is not a list")
+    return [cast(dict[str, Any], getattr(entry, "value", entry)) for entry in entries]
+
+
+def _names(config: Mapping[str, Any], section: str) -> list[str]:
+    return [str(entry.get("name")) for entry in _items(config, section)]
+
+
+def _named(config: Mapping[str, Any], section: str, name: str) -> dict[str, Any]:
+    singular = section[:-1]
+    for entry in _items(config, section):
+        if entry.get("name") == name:
+            value = entry.get(singular) or {}
+            if not isinstance(value, dict):
+                raise CredentialsError(f"{singular} {name!r} is not a mapping")
+            return cast(dict[str, Any], value)
+    raise CredentialsError(f"{singular} {name!r} not found")
+
+
+def _refuse_references(config: Mapping[str, Any], context: str | None) -> None:
+    if context not in _names(config, "contexts"):
+        return
+    ctx = _named(config, "contexts", str(context))
+    user = _named(config, "users", str(ctx["user"])) if ctx.get("user") else {}
+    cluster = _named(config, "clusters", str(ctx["cluster"])) if ctx.get("cluster") else {}
+    for key in ("exec", "auth-provider"):
+        if key in user:
+            raise CredentialsError(
+                f"context {context!r}: the user needs an {key} plugin, which a kubeconfig in a "
+                "Secret may not run; use a token or a client certificate"
+            )
+    for key in FILE_FIELDS:
+        if user.get(key) or cluster.get(key):
+            inline = "token" if key == "tokenFile" else f"{key}-data"
+            raise CredentialsError(
+                f"context {context!r}: {key} names a file, which a kubeconfig in a Secret may "
+                f"not read; use {inline}"
+            )
+
+
+def _inline_to_files(config: dict[str, Any], folder: Path, context: str | None) -> dict[str, Any]:
+    """``config`` with the inline certificates and key of ``context`` moved to files in
+    ``folder``: the library would write them to files of its own, kept until the process ends."""
+    if context not in _names(config, "contexts"):
+        return config
+    ctx = _named(config, "contexts", str(context))
+    refs = {"clusters": ctx.get("cluster"), "users": ctx.get("user")}
+    written = dict(config)
+    for section, singular, key in INLINE:
+        entries = _items(written, section)
+        for index, entry in enumerate(entries):
+            body = entry.get(singular)
+            if entry.get("name") != refs[section] or not isinstance(body, dict):
+                continue
+            if not body.get(f"{key}-data"):
+                continue
+            try:
+                content = base64.b64decode(str(body[f"{key}-data"]), validate=True)
+            except (binascii.Error, ValueError):
+                raise CredentialsError(
+                    f"context {context!r}: {key}-data is not valid base64"
+                ) from None
+            path = folder / key
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(content)
+            fields = {name: value for name, value in body.items() if name != f"{key}-data"}
+            entries[index] = {**entry, singular: {**fields, key: str(path)}}
+        written[section] = entries
+    return written
+
+
+_KEY_ROOT: Path | None = None
+_KEY_ROOT_LOCK = threading.Lock()
+
+
+def _key_root() -> Path:
+    """The process's private folder for certificates and keys (0700), removed at exit."""
+    global _KEY_ROOT
+    with _KEY_ROOT_LOCK:
+        if _KEY_ROOT is None or not _KEY_ROOT.is_dir():
+            _KEY_ROOT = Path(tempfile.mkdtemp(prefix="kcp-shard-operator-"))
+            atexit.register(shutil.rmtree, _KEY_ROOT, True)
+        return _KEY_ROOT
+
+
+def _load(
+    config: Any,
+    context: str | None,
+    *,
+    what: str,
+    base_path: str | None,
+    files: Path | None = None,
+) -> Credentials:
+    """``base_path``: where relative paths start (None: the folder of each merged file).
+    Errors start with ``what`` when given."""
+    try:
+        return _load_context(config, context, base_path=base_path, files=files)
+    except CredentialsError as err:
+        if what:
+            raise CredentialsError(f"{what}: {err}") from None
+        raise
+
+
+def _load_context(
+    config: Any, context: str | None, *, base_path: str | None, files: Path | None
+) -> Credentials:
+    plain = getattr(config, "value", config)
+    names = _names(plain, "contexts")
+    if not context:
+        raise CredentialsError("no context given (--context) and no current-context")
+    if context not in names:
+        raise CredentialsError(
+            f"context {context!r} not found (have: {', '.join(names) or 'none'})"
+        )
+    try:
+        ctx = _named(plain, "contexts", context)
+        cluster = _named(plain, "clusters", str(ctx.get("cluster", "")))
+        user = _named(plain, "users", str(ctx["user"])) if ctx.get("user") else {}
+    except CredentialsError as err:
+        raise CredentialsError(f"context {context!r}: {err}") from None
+    _refuse_unsupported(context, cluster, user)
+    loader = KubeConfigLoader(
+        config_dict=config,
+        active_context=context,
+        config_base_path=base_path,
+        config_persister=None,
+    )
+    configuration = Configuration()
+    try:
+        with _plugin_errors() as errors:
+            loader.load_and_set(configuration)
+    except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+        raise CredentialsError(f"context {context!r}: {_one_line(err)}") from None
+    has_client_certificate = bool(configuration.cert_file)
+    if "exec" in user and not (configuration.api_key or has_client_certificate):
+        command = user["exec"].get("command") if isinstance(user["exec"], dict) else None
+        detail = errors[-1] if errors else "its output holds no token or client certificate"
+        raise CredentialsError(f"context {context!r}: exec plugin {command!r}: {detail}")
+    if has_client_certificate != bool(configuration.key_file):
+        raise CredentialsError(f"context {context!r}: a client certificate needs its key")
+    scheme = urlsplit(str(configuration.host)).scheme
+    if scheme not in ("https", "http"):
+        raise CredentialsError(f"context {context!r}: the server is not an http(s) URL")
+    proxy_scheme = urlsplit(str(configuration.proxy or "")).scheme
+    if proxy_scheme not in ("", "http", "https"):
+        raise CredentialsError(
+            f"context {context!r}: a {proxy_scheme} proxy is not supported; use an http(s) proxy"
+        )
+    found = Credentials(
+        configuration,
+        lambda: loader.load_and_set(configuration),
+        context=context,
+        namespace=str(ctx["namespace"]) if ctx.get("namespace") else None,
+        impersonation=_impersonation(context, user),
+        expiry=lambda: cast(datetime.datetime | None, loader.__dict__.get("expiry")),
+        files=files,
+    )
+    token = configuration.api_key.get("BearerToken")
+    _check_header(str(token) if token else None, f"context {context!r}: the user's token")
+    return found
+
+
+def _refuse_unsupported(context: str, cluster: Mapping[str, Any], user: Mapping[str, Any]) -> None:
+    if not cluster.get("server"):
+        raise CredentialsError(f"context {context!r}: the cluster has no server")
+    provider = user.get("auth-provider")
+    if provider is not None:
+        name = provider.get("name") if isinstance(provider, dict) else None
+        if name not in SUPPORTED_AUTH_PROVIDERS:
+            raise CredentialsError(
+                f"context {context!r}: the auth-provider {name!r} is not supported (kubectl "
+                "dropped it too); use its exec plugin (kubelogin, gke-gcloud-auth-plugin)"
+            )
+
+
+def _impersonation(context: str, user: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    """The ``Impersonate-*`` headers of the user's ``as``, ``as-uid``, ``as-groups`` and
+    ``as-user-extra``, as kubectl sends them."""
+    headers: list[tuple[str, str]] = []
+    if user.get("as"):
+        headers.append(("Impersonate-User", str(user["as"])))
+    if user.get("as-uid"):
+        headers.append(("Impersonate-Uid", str(user["as-uid"])))
+    headers += [("Impersonate-Group", str(group)) for group in user.get("as-groups") or []]
+    extra = user.get("as-user-extra") or {}
+    for key, values in extra.items():
+        for value in values if isinstance(values, list) else [values]:
+            headers.append((f"Impersonate-Extra-{quote(str(key), safe='')}", str(value)))
+    if headers and not user.get("as"):
+        raise CredentialsError(
+            f"context {context!r}: as-groups, as-uid or as-user-extra need a user to "
+            "impersonate (as)"
+        )
+    for name, value in headers:
+        _check_header(value, f"context {context!r}: {name}")
+    return tuple(headers)

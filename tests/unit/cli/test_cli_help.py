@@ -8,6 +8,7 @@ from typing import Any
 
 import kopf
 import pytest
+from kubernetes.client import Configuration
 
 from kcp_shard_operator.cli import run
 from kcp_shard_operator.cli.main import build_parser, main
@@ -53,8 +54,10 @@ def help_text(command: str, capsys: pytest.CaptureFixture[str]) -> str:
 
 READS_AND_WRITES = {
     "run": [
-        "reads: the cluster (in a pod its ServiceAccount, else the current context of "
-        "$KUBECONFIG or ~/.kube/config): watches Shards, CacheServers, FrontProxies and Secrets",
+        "reads: the cluster (--kubeconfig, else $KUBECONFIG (its files merged), else in a pod "
+        "its ServiceAccount, else ~/.kube/config; --context picks a context; the context's "
+        "namespace does not narrow what is watched): watches Shards, CacheServers, FrontProxies "
+        "and Secrets",
         "with --kcp-checks, each kcp shard, through its admin kubeconfig",
         "writes: applies (server-side) the Deployments, Services, PodDisruptionBudgets, "
         "PersistentVolumeClaims and ConfigMaps",
@@ -69,8 +72,9 @@ READS_AND_WRITES = {
     ],
     "plan": [
         "reads: without -f, the cluster",
-        "lists Shards, CacheServers and FrontProxies in each -n namespace (without -n: in "
-        "every namespace), gets the Deployment of each",
+        "lists Shards, CacheServers and FrontProxies in each -n namespace (without -n: the "
+        "context's namespace if it names one, else every namespace; -A: every namespace), gets "
+        "the Deployment of each",
         "with -f, the files instead",
         "writes: the plan on stdout (-o), errors on stderr; nothing in the cluster",
         "exit codes: 0 the plan is printed; without --exit-code, also when a step is refused",
@@ -87,7 +91,7 @@ READS_AND_WRITES = {
         "with --diff, a unified diff on stdout",
     ],
     "cleanup-identitycache": [
-        "reads: the --kubeconfig file",
+        "reads: the --kubeconfig file (and the files it names; its exec plugin runs)",
         "gets the LogicalCluster of logical cluster root",
         "writes: on the shard, unless --dry-run: deletes the ConfigMap",
     ],
@@ -138,8 +142,9 @@ def test_run_watches_what_its_help_says(
 ) -> None:
     watched: dict[str, Any] = {}
     monkeypatch.setattr(run, "configure_logging", lambda *_: None)
-    monkeypatch.setattr(credentials, "load", lambda: None)
-    monkeypatch.setattr(run, "Kube", lambda _: object())
+    cluster = credentials.Credentials(Configuration(host="https://api:6443"), lambda: None)
+    monkeypatch.setattr(run, "cluster_credentials", lambda _: cluster)
+    monkeypatch.setattr(run, "Kube", lambda *_, **__: object())
     monkeypatch.setattr(kopf, "run", lambda **kwargs: watched.update(kwargs))
     assert main(["run", "--metrics-port", "0", *args]) == 0
     assert (watched["clusterwide"], watched["namespaces"]) == (clusterwide, namespaces)

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes.client import Configuration
 
 from kcp_shard_operator.cli import kubeconfig
 from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.credentials import CredentialsError
-from kcp_shard_operator.kube.kubeconfig import Endpoint
+from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
 from tests.conftest import shard_object
 from tests.fake_kube import refused
 
@@ -57,8 +57,9 @@ class Fake:
 def cluster(monkeypatch: pytest.MonkeyPatch) -> Fake:
     issued = {("ns", "root-kcp-admin-kubeconfig"): {"kubeconfig": ISSUED}}
     fake = Fake({("ns", "root"): shard_object()}, issued)
-    monkeypatch.setattr(credentials, "load", lambda: Endpoint(server="https://k"))
-    monkeypatch.setattr(kubeconfig, "Kube", lambda endpoint: fake)
+    found = Credentials(Configuration(host="https://k"), lambda: None)
+    monkeypatch.setattr(credentials, "load", lambda *_: found)
+    monkeypatch.setattr(kubeconfig, "Kube", lambda _: fake)
     return fake
 
 
@@ -196,16 +197,53 @@ def test_api_error(cluster: Fake, capsys: pytest.CaptureFixture[str]) -> None:
     assert message == "error: 403 Forbidden: refused by the fake API server"
 
 
-def test_unreachable(cluster: Fake, capsys: pytest.CaptureFixture[str]) -> None:
-    cluster.error = ConnectionRefusedError("no")
-    message = error_of(["kubeconfig", "root", "-n", "ns"], capsys)
-    assert message == "error: API server unreachable: ConnectionRefusedError"
+def test_an_unreachable_api_server_is_one_line_naming_its_host(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = {
+        "clusters": [{"name": "c", "cluster": {"server": "https://127.0.0.1:1"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+    (tmp_path / "kc").write_text(yaml.safe_dump(config))
+    argv = ["kubeconfig", "root", "--kubeconfig", str(tmp_path / "kc")]
+    message = error_of(argv, capsys)
+    assert message == "error: cannot reach 127.0.0.1:1: [Errno 111] Connection refused"
+
+
+@pytest.mark.parametrize(("context_namespace", "namespace"), [("ns", "ns"), (None, "default")])
+def test_without_n_the_context_s_namespace_else_default(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    context_namespace: str | None,
+    namespace: str,
+) -> None:
+    asked: list[tuple[str, str]] = []
+
+    class Asked(Fake):
+        def get(self, api_version: str, kind: str, namespace: str, name: str) -> Any:
+            asked.append((namespace, name))
+            return None
+
+    found = Credentials(Configuration(host="https://k"), lambda: None, namespace=context_namespace)
+    chosen: list[tuple[str | None, str | None]] = []
+
+    def load(kubeconfig: str | None, context: str | None) -> Credentials:
+        chosen.append((kubeconfig, context))
+        return found
+
+    monkeypatch.setattr(credentials, "load", load)
+    monkeypatch.setattr(kubeconfig, "Kube", lambda _: Asked({}, {}))
+    argv = ["kubeconfig", "root", "--kubeconfig", "/kc", "--context", "other"]
+    assert error_of(argv, capsys) == f"error: Shard {namespace}/root not found"
+    assert (asked, chosen) == ([(namespace, "root")], [("/kc", "other")])
 
 
 def test_credentials_error(
     cluster: Fake, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    def no_credentials() -> Endpoint:
+    def no_credentials(*_: object) -> Credentials:
         raise CredentialsError("no credentials: not in a pod and no kubeconfig at /x")
 
     monkeypatch.setattr(credentials, "load", no_credentials)

@@ -15,7 +15,7 @@ from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.identitycache.policy import RETRY_BASE_SECONDS, Outcome, Result
-from kcp_shard_operator.kube.client import RefusedError, namespace_terminating
+from kcp_shard_operator.kube.client import RefusedError, UnreachableError, namespace_terminating
 from tests.conftest import NO_PKI, RELEASE, make, non_root_object, shard_object
 from tests.fake_kube import (
     SECRETS,
@@ -197,12 +197,12 @@ def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_w
 def test_an_unreachable_api_server_while_reading_is_reported() -> None:
     kube = FakeKube(shard_object(**NO_PKI))
     ctx = context(kube)
-    kube.fail("get", "Service", ConnectionRefusedError())
+    kube.fail("get", "Service", UnreachableError("https://api:6443", "Connection refused"))
     run(ctx, "root")
     assert [op for op, _, _ in kube.writes] == ["status"]
     assert condition(kube, "root", "Degraded") == ("True", "APIError")
     message = conditions(kube, "root")["Degraded"]["message"]
-    assert message == "reading: API server unreachable: ConnectionRefusedError"
+    assert message == "reading: cannot reach api:6443: Connection refused"
 
 
 def test_a_refused_status_write_ends_the_pass_with_one_log_line(

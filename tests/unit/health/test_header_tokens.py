@@ -14,16 +14,12 @@ import pytest
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import ProbeTarget
 from kcp_shard_operator.health.probe import INVALID_KUBECONFIG, probe_shard
-from kcp_shard_operator.identitycache.client import ShardClient, clean_shard, unreachable_reason
+from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome, Result
+from kcp_shard_operator.identitycache.target import load_target
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.credentials import CredentialsError, TokenSource
-from kcp_shard_operator.kube.kubeconfig import (
-    Endpoint,
-    KubeconfigError,
-    bearer_token,
-    endpoint_from_kubeconfig,
-)
+from kcp_shard_operator.kube.client import no_answer_reason
+from kcp_shard_operator.kube.credentials import CredentialsError
 from tests.conftest import non_root_object, shard_object
 from tests.fake_kube import SECRETS, Effects, FakeKube, context, rolled_out, secret, settle
 from tests.unit.controller.test_pass import condition, conditions, status
@@ -50,8 +46,8 @@ def kubeconfig(token: str, server: str = "https://127.0.0.1:1") -> bytes:
 
 @pytest.mark.parametrize("token", BAD_TOKENS.values(), ids=BAD_TOKENS.keys())
 def test_a_token_that_cannot_form_a_header_is_a_kubeconfig_error(token: str) -> None:
-    with pytest.raises(KubeconfigError) as refused:
-        endpoint_from_kubeconfig(json.loads(kubeconfig(token)))
+    with pytest.raises(CredentialsError) as refused:
+        load_target(kubeconfig(token))
     message = str(refused.value)
     assert "context 'shard-base': the user's token cannot form an HTTP header" in message
     assert "MARKER" not in message
@@ -59,7 +55,7 @@ def test_a_token_that_cannot_form_a_header_is_a_kubeconfig_error(token: str) -> 
 
 @pytest.mark.parametrize("token", ["abc.def-ghi_jkl~mno+p/q=", "user:secret", "with space\ttab"])
 def test_a_token_that_forms_a_header_is_kept_as_it_is(token: str) -> None:
-    assert bearer_token(token, "the token") == token
+    assert load_target(kubeconfig(token)).authorization() == f"Bearer {token}"
 
 
 @pytest.mark.parametrize(
@@ -67,8 +63,8 @@ def test_a_token_that_forms_a_header_is_kept_as_it_is(token: str) -> None:
     [("a\nb", "a line break"), ("a\r\nb", "a line break"), ("a\x7fb", "a control or non-ASCII")],
 )
 def test_the_refusal_says_what_is_wrong(token: str, problem: str) -> None:
-    with pytest.raises(KubeconfigError, match=f"the token cannot form an HTTP header: .*{problem}"):
-        bearer_token(token, "the token")
+    with pytest.raises(CredentialsError, match=f"token cannot form an HTTP header: .*{problem}"):
+        load_target(kubeconfig(token))
 
 
 @pytest.mark.parametrize("token", BAD_TOKENS.values(), ids=BAD_TOKENS.keys())
@@ -84,16 +80,16 @@ def test_a_token_file_with_a_line_break_is_refused_for_the_shard_and_the_operato
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text("MARKER-tok\r\nX-Injected: 1\n")
-    endpoint = Endpoint(server="https://127.0.0.1:1", token_file=str(token_file))
-    with pytest.raises(KubeconfigError, match="cannot form an HTTP header") as shard:
-        ShardClient(endpoint)
-    with pytest.raises(CredentialsError, match="cannot form an HTTP header") as operator:
-        TokenSource(endpoint).token()
-    assert "MARKER" not in str(shard.value) + str(operator.value)
+    config = json.loads(kubeconfig("unused"))
+    config["users"][0]["user"] = {"tokenFile": str(token_file)}
+    with pytest.raises(CredentialsError, match="cannot form an HTTP header") as shard:
+        load_target(json.dumps(config).encode(), base_dir=tmp_path)
     monkeypatch.setattr(credentials, "SERVICE_ACCOUNT_DIR", tmp_path)
-    found = credentials.load({"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "443"})
-    with pytest.raises(CredentialsError):
-        TokenSource(found).token()
+    (tmp_path / "ca.crt").write_text("PEM")
+    pod = {"KUBERNETES_SERVICE_HOST": "h", "KUBERNETES_SERVICE_PORT": "443"}
+    with pytest.raises(CredentialsError, match="cannot form an HTTP header") as operator:
+        credentials.load(environ=pod)
+    assert "MARKER" not in str(shard.value) + str(operator.value)
 
 
 def test_the_probe_calls_it_an_invalid_kubeconfig_not_an_unreachable_shard() -> None:
@@ -105,8 +101,8 @@ def test_the_probe_calls_it_an_invalid_kubeconfig_not_an_unreachable_shard() -> 
 
 def test_an_error_that_is_not_a_socket_error_is_named_by_its_type_only() -> None:
     quoting = ValueError("Invalid header value b'Bearer MARKER-tok\\r\\n'")
-    assert unreachable_reason(quoting) == "ValueError"
-    assert unreachable_reason(ConnectionRefusedError(111, "refused")) == (
+    assert no_answer_reason(quoting) == "ValueError"
+    assert no_answer_reason(ConnectionRefusedError(111, "refused")) == (
         "ConnectionRefusedError: [Errno 111] refused"
     )
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import base64
-from pathlib import Path, PurePosixPath
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,7 +13,7 @@ from kcp_shard_operator.cli.cleanup import report
 from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.status.conditions import IDENTITY_CACHE_CLEANED
-from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.client import ShardClient, clean_shard
 from kcp_shard_operator.identitycache.policy import (
     ROOT_TYPE_ANNOTATION,
     Action,
@@ -30,8 +31,8 @@ from kcp_shard_operator.identitycache.policy import (
     retry_delay,
     root_logicalcluster_url,
 )
-from kcp_shard_operator.identitycache.target import base_url, shard_endpoint
-from kcp_shard_operator.kube.kubeconfig import KubeconfigError, pick_context
+from kcp_shard_operator.identitycache.target import base_url, load_target
+from kcp_shard_operator.kube.credentials import CredentialsError
 from tests.conftest import RELEASE, make, non_root_object, shard_object
 
 ADMIN = {"adminKubeconfigSecretRef": {"name": "shard-1-admin"}}
@@ -151,7 +152,7 @@ def test_base_url(server: str, expected: str) -> None:
     "server", ["h:6443", "ftp://h/x", "", "https://", "ftp://u:MARKER-pw@h", "https://u:MARKER@"]
 )
 def test_base_url_rejects(server: str) -> None:
-    with pytest.raises(KubeconfigError) as refused:
+    with pytest.raises(CredentialsError) as refused:
         base_url(server)
     assert "MARKER" not in str(refused.value)
 
@@ -186,6 +187,10 @@ def kubeconfig(current: str | None, *contexts: str) -> dict[str, Any]:
     return config
 
 
+def raw(config: dict[str, Any]) -> bytes:
+    return json.dumps(config).encode()
+
+
 @pytest.mark.parametrize(
     ("config", "requested", "expected"),
     [
@@ -193,24 +198,28 @@ def kubeconfig(current: str | None, *contexts: str) -> dict[str, Any]:
         (kubeconfig("root", "root", "base"), None, "root"),
         (kubeconfig("base", "root", "base", "shard-base"), "root", "root"),
         (kubeconfig(None, "shard-base"), None, "shard-base"),
-        (kubeconfig("base", "base"), "", "base"),
     ],
 )
-def test_pick_context(config: dict[str, Any], requested: str | None, expected: str) -> None:
-    assert pick_context(config, requested, preferred="shard-base") == expected
+def test_the_context_given_else_shard_base_else_the_current_one(
+    config: dict[str, Any], requested: str | None, expected: str
+) -> None:
+    assert load_target(raw(config), requested).context == expected
 
 
 @pytest.mark.parametrize(
     ("config", "requested", "words"),
     [
-        (kubeconfig("root", "root"), "shard-base", "'shard-base' not found"),
+        (kubeconfig("root", "root"), "shard-base", "context 'shard-base' not found (have: root)"),
         (kubeconfig(None, "root"), None, "no current-context"),
-        (kubeconfig("gone", "root"), None, "'gone' not found"),
+        (kubeconfig("gone", "root"), None, "context 'gone' not found"),
     ],
 )
-def test_pick_context_errors(config: dict[str, Any], requested: str | None, words: str) -> None:
-    with pytest.raises(KubeconfigError, match=words):
-        pick_context(config, requested, preferred="shard-base")
+def test_a_context_that_is_not_there(
+    config: dict[str, Any], requested: str | None, words: str
+) -> None:
+    with pytest.raises(CredentialsError) as refused:
+        load_target(raw(config), requested)
+    assert words in str(refused.value)
 
 
 def b64(text: str) -> str:
@@ -226,58 +235,64 @@ def test_target_inline_material_and_base_url() -> None:
         "client-certificate-data": b64("CERT"),
         "client-key-data": b64("KEY"),
     }
-    target = shard_endpoint(config)
+    target = load_target(raw(config), inline_only=True)
+    found = target.configuration
     assert target.context == "shard-base"
-    assert target.server == "https://h:6443"
-    assert (target.ca_pem, target.client_cert_pem, target.client_key_pem) == (
-        b"CA",
-        b"CERT",
-        b"KEY",
-    )
+    assert ShardClient(target).server == "https://h:6443"
+    assert [
+        Path(str(path)).read_bytes()
+        for path in (found.ssl_ca_cert, found.cert_file, found.key_file)
+    ] == [b"CA", b"CERT", b"KEY"]
     assert target.tls_server_name == "shard-1"
-    assert target.token is None
+    assert target.authorization() is None
 
 
 def test_target_current_context_server_reduced_and_secrets_not_in_repr() -> None:
-    target = shard_endpoint(kubeconfig("root", "root"))
-    assert target.server == "https://h:6443"
-    assert target.token == "secret-token"
+    target = load_target(raw(kubeconfig("root", "root")))
+    assert ShardClient(target).server == "https://h:6443"
+    assert target.authorization() == "Bearer secret-token"
     assert "secret-token" not in repr(target)
 
 
-def test_target_relative_paths_resolve_against_the_kubeconfig_folder() -> None:
+def test_target_relative_paths_resolve_against_the_kubeconfig_folder(tmp_path: Path) -> None:
+    for name in ("ca.crt", "k.key"):
+        (tmp_path / name).write_text("PEM")
+    (tmp_path / "abs.crt").write_text("PEM")
     config = kubeconfig("base", "base")
     config["clusters"][0]["cluster"]["certificate-authority"] = "ca.crt"
-    config["users"][0]["user"] = {"client-certificate": "/abs/c.crt", "client-key": "k.key"}
-    target = shard_endpoint(config, base_dir=PurePosixPath("/etc/kcp"))
-    assert (target.ca_file, target.client_cert_file, target.client_key_file) == (
-        "/etc/kcp/ca.crt",
-        "/abs/c.crt",
-        "/etc/kcp/k.key",
+    config["users"][0]["user"] = {
+        "client-certificate": str(tmp_path / "abs.crt"),
+        "client-key": "k.key",
+    }
+    found = load_target(raw(config), base_dir=tmp_path).configuration
+    assert (found.ssl_ca_cert, found.cert_file, found.key_file) == (
+        str(tmp_path / "ca.crt"),
+        str(tmp_path / "abs.crt"),
+        str(tmp_path / "k.key"),
     )
 
 
 @pytest.mark.parametrize(
     ("user", "words"),
     [
-        ({"exec": {"command": "x"}}, "exec plugin"),
+        ({"exec": {"command": "x"}}, "the user needs an exec plugin"),
         ({"client-certificate-data": b64("C")}, "needs its key"),
         ({"client-key-data": "***not base64***"}, "not valid base64"),
-        ({"client-certificate": "c.crt", "client-key": "k.key"}, "relative path"),
+        ({"client-certificate": "c.crt", "client-key": "k.key"}, "names a file"),
     ],
 )
 def test_target_errors(user: dict[str, Any], words: str) -> None:
     config = kubeconfig("base", "base")
     config["users"][0]["user"] = user
-    with pytest.raises(KubeconfigError, match=words):
-        shard_endpoint(config)
+    with pytest.raises(CredentialsError, match=words):
+        load_target(raw(config), inline_only=True)
 
 
 def test_target_without_server() -> None:
     config = kubeconfig("base", "base")
     del config["clusters"][0]["cluster"]["server"]
-    with pytest.raises(KubeconfigError, match="no server"):
-        shard_endpoint(config)
+    with pytest.raises(CredentialsError, match="no server"):
+        load_target(raw(config))
 
 
 BASE = "https://h:6443"
@@ -456,7 +471,7 @@ def test_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     broken = tmp_path / "kubeconfig"
     broken.write_text("current-context: gone\ncontexts: []\n")
     assert main(["cleanup-identitycache", "--kubeconfig", str(broken), "--dry-run"]) == 1
-    assert "error (Failed): unusable kubeconfig: current-context 'gone' not found" in (
+    assert "error (Failed): unusable kubeconfig: context 'gone' not found" in (
         capsys.readouterr().err
     )
 
