@@ -52,6 +52,7 @@ class ShardClient:
         self, credentials: Credentials, timeout: float = DEFAULT_TIMEOUT, server: str | None = None
     ) -> None:
         self.server = base_url(server or credentials.server)
+        self.credentials = credentials
         self._http = HTTP(credentials, pool_size=2, retry=False, timeout=timeout)
 
     def request(self, method: str, url: str, body: Any = None) -> Response:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import tempfile
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from kcp_shard_operator.identitycache.client import clean_shard
+from kcp_shard_operator.identitycache.client import ShardClients, clean_shard
 from kcp_shard_operator.identitycache.policy import Result
 
 TOKEN = "MARKER-token-9c1e"
@@ -101,3 +104,36 @@ def test_kubernetes_not_found_answers_mean_nothing_to_clean(servers: list[Server
     outcome = clean_shard(kubeconfig(shard.url), timeout=5)
     assert outcome.result is Result.NOT_PRESENT
     assert [auth for _, _, auth in shard.requests] == [f"Bearer {TOKEN}"] * 2
+
+
+def test_a_client_is_kept_per_kubeconfig_and_closed_once_unused() -> None:
+    now = [0.0]
+    clients = ShardClients(idle=600.0, clock=lambda: now[0])
+    first = clients.get(kubeconfig("https://127.0.0.1:1"))
+    assert clients.get(kubeconfig("https://127.0.0.1:1")) is first
+    rotated = clients.get(kubeconfig("https://127.0.0.1:2"))
+    assert rotated is not first
+    assert len(clients) == 2
+    now[0] = 500.0
+    clients.get(kubeconfig("https://127.0.0.1:2"))
+    now[0] = 700.0
+    clients.get(kubeconfig("https://127.0.0.1:2"))
+    # The first kubeconfig (the Secret's previous revision) was not used for 700 s.
+    assert len(clients) == 1
+    assert clients.get(kubeconfig("https://127.0.0.1:2")) is rotated
+
+
+def test_a_closed_client_s_key_is_gone() -> None:
+    data = base64.b64encode(b"MARKER-KEY").decode()
+    config = json.loads(kubeconfig("https://127.0.0.1:1"))
+    config["users"][0]["user"] = {"client-certificate-data": data, "client-key-data": data}
+    now = [0.0]
+    clients = ShardClients(idle=10.0, clock=lambda: now[0])
+    client = clients.get(json.dumps(config).encode())
+    key = Path(str(client.credentials.configuration.key_file))
+    assert key.read_bytes() == b"MARKER-KEY"
+    assert key.is_relative_to(tempfile.gettempdir())
+    assert client.server == "https://127.0.0.1:1"
+    now[0] = 20.0
+    clients.get(kubeconfig("https://127.0.0.1:2"))
+    assert not key.parent.exists()
