@@ -46,14 +46,15 @@ or its Shard is gone."""
 
 class ShardClient:
     """JSON requests to one shard with a kubeconfig's credentials; redirects are not followed,
-    no request is retried (a probe's or a cleanup's schedule does that)."""
+    no request is retried (a probe's or a cleanup's schedule does that), a 401 is an answer
+    (an admin kubeconfig's credentials are static; the command runs an exec plugin afresh)."""
 
     def __init__(
         self, credentials: Credentials, timeout: float = DEFAULT_TIMEOUT, server: str | None = None
     ) -> None:
         self.server = base_url(server or credentials.server)
         self.credentials = credentials
-        self._http = HTTP(credentials, pool_size=2, retry=False, timeout=timeout)
+        self._http = HTTP(credentials, pool_size=2, retry=False, timeout=timeout, renew=False)
 
     def request(self, method: str, url: str, body: Any = None) -> Response:
         """One request; raises :class:`UnreachableError` when the shard cannot be reached."""

@@ -31,7 +31,7 @@ from kcp_shard_operator.constants import (
     SHARD_PLURAL,
 )
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.kube.credentials import Credentials
+from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
 
 PLURALS = {
     "ConfigMap": "configmaps",
@@ -186,8 +186,8 @@ class Answer:
 class HTTP:
     """Requests to one server with :class:`Credentials` through the library's ``ApiClient``:
     its pool (``pool_size`` connections), TLS (``tls-server-name``), proxy and token refresh,
-    with the impersonation headers, ``User-Agent``, and the credentials renewed once after a
-    401 (an exec plugin runs again)."""
+    with the impersonation headers and ``User-Agent``; with ``renew``, the credentials are
+    renewed once after a 401 (an exec plugin runs again) and the request sent again."""
 
     def __init__(
         self,
@@ -196,12 +196,14 @@ class HTTP:
         pool_size: int = POOL_SIZE,
         retry: urllib3.Retry | bool = True,
         timeout: float | tuple[float, float] = TIMEOUT,
+        renew: bool = True,
     ) -> None:
         configuration = credentials.configuration
         configuration.connection_pool_maxsize = pool_size
         configuration.retries = retries() if retry is True else retry
         self.credentials = credentials
         self.timeout = timeout
+        self._renew = renew
         self._client = ApiClient(configuration)
         self._client.user_agent = user_agent()
 
@@ -219,12 +221,16 @@ class HTTP:
     ) -> Answer:
         """One request to ``url`` (on this server or another, as a front-proxy's Service),
         its answer read at most ``max_bytes`` far. Raises :class:`UnreachableError` without an
-        answer."""
+        answer, :class:`RefusedError` (401) when renewing the credentials failed."""
         seen = self.credentials.generation
         answer = self._send(method, url, body, content_type, max_bytes)
-        if answer.status == 401 and self.credentials.renew(seen):
-            answer = self._send(method, url, body, content_type, max_bytes)
-        return answer
+        if answer.status != 401 or not self._renew:
+            return answer
+        try:
+            self.credentials.renew(seen)
+        except CredentialsError as err:
+            raise RefusedError(401, answer.reason, str(err)) from None
+        return self._send(method, url, body, content_type, max_bytes)
 
     def _send(
         self, method: str, url: str, body: Any, content_type: str, max_bytes: int | None

@@ -115,9 +115,10 @@ class Credentials:
         """When an exec plugin's credential expires, if it said."""
         return self._expiry()
 
-    def renew(self, seen: int) -> bool:
-        """Run the exec plugin again, or read the token file again, after a 401 answered a
-        request made with generation ``seen``; False when there is nothing to renew."""
+    def renew(self, seen: int) -> None:
+        """Run the exec plugin again, or read the token again, after a 401 answered a request
+        made with generation ``seen`` (unless another caller did since); raises
+        ``CredentialsError`` in one line when that fails."""
         with self._lock:
             if self.generation == seen:
                 try:
@@ -129,7 +130,6 @@ class Credentials:
                     raise CredentialsError(f"renewing the credentials: {errors[-1]}")
                 _check_header(self.authorization(), "the renewed token")
                 self.generation += 1
-            return True
 
     def close(self) -> None:
         """Remove the files this client's certificates and key were written to."""
@@ -306,8 +306,11 @@ def _items(config: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
     """A section's entries; the library's merger wraps each in a node holding ``value``."""
     entries = config.get(section) or []
     if not isinstance(entries, list):
-        raise CredentialsError(f"kubeconfig: {section} is not a list")
-    return [cast(dict[str, Any], getattr(entry, "value", entry)) for entry in entries]
+        raise CredentialsError(f"{section} is not a list")
+    found = [getattr(entry, "value", entry) for entry in entries]
+    if not all(isinstance(entry, dict) for entry in found):
+        raise CredentialsError(f"{section} holds an entry that is not a mapping")
+    return cast(list[dict[str, Any]], found)
 
 
 def _names(config: Mapping[str, Any], section: str) -> list[str]:
@@ -428,17 +431,17 @@ def _load_context(
     except CredentialsError as err:
         raise CredentialsError(f"context {context!r}: {err}") from None
     _refuse_unsupported(context, cluster, user)
-    loader = KubeConfigLoader(
-        config_dict=config,
-        active_context=context,
-        config_base_path=base_path,
-        config_persister=None,
-    )
     configuration = Configuration()
     try:
+        loader = KubeConfigLoader(
+            config_dict=config,
+            active_context=context,
+            config_base_path=base_path,
+            config_persister=None,
+        )
         with _plugin_errors() as errors:
             loader.load_and_set(configuration)
-    except (ConfigException, OSError, ValueError, TypeError, KeyError) as err:
+    except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as err:
         raise CredentialsError(f"context {context!r}: {_one_line(err)}") from None
     has_client_certificate = bool(configuration.cert_file)
     if "exec" in user and not (configuration.api_key or has_client_certificate):

@@ -29,7 +29,13 @@ import pytest
 import yaml
 
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.client import Kube, UnreachableError, error_message, user_agent
+from kcp_shard_operator.kube.client import (
+    Kube,
+    RefusedError,
+    UnreachableError,
+    error_message,
+    user_agent,
+)
 
 SERVER_NAME = "api.internal"
 TOKEN = "t0k-marker"
@@ -331,20 +337,21 @@ def test_a_list_is_read_page_by_page(serve: Callable[..., Server], tmp_path: Pat
     ]
 
 
-def test_after_a_401_the_exec_plugin_runs_again(
-    serve: Callable[..., Server], tmp_path: Path
-) -> None:
+def exec_plugin(tmp_path: Path, then: str) -> dict[str, Any]:
+    """A user whose exec plugin counts its runs in ``runs``: it gives ``tok-1`` first, then
+    does ``then`` (Python lines, with ``count`` set)."""
     script = tmp_path / "plugin.py"
-    runs = tmp_path / "runs"
     script.write_text(
-        "import json, pathlib\n"
-        f"runs = pathlib.Path({str(runs)!r})\n"
+        "import json, pathlib, sys\n"
+        f"runs = pathlib.Path({str(tmp_path / 'runs')!r})\n"
         "count = int(runs.read_text()) + 1 if runs.exists() else 1\n"
         "runs.write_text(str(count))\n"
-        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',\n"
+        "if count > 1:\n"
+        + "".join(f"    {line}\n" for line in then.splitlines())
+        + "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1',\n"
         "    'kind': 'ExecCredential', 'status': {'token': f'tok-{count}'}}))\n"
     )
-    user = {
+    return {
         "exec": {
             "apiVersion": "client.authentication.k8s.io/v1",
             "command": sys.executable,
@@ -352,18 +359,36 @@ def test_after_a_401_the_exec_plugin_runs_again(
         }
     }
 
+
+def test_after_a_401_the_exec_plugin_runs_again(
+    serve: Callable[..., Server], tmp_path: Path
+) -> None:
     def second_token_only(seen: Seen) -> Reply:
         if seen.headers["Authorization"] == "Bearer tok-2":
             return 200, {}, {"kind": "Service"}
         return 401, {}, {"kind": "Status", "reason": "Unauthorized"}
 
     server = serve(second_token_only, tls=False)
+    user = exec_plugin(tmp_path, "pass")
     assert kube_for(tmp_path, server.url, user).get("v1", "Service", "n", "x")
     assert [seen.headers["Authorization"] for seen in server.requests] == [
         "Bearer tok-1",
         "Bearer tok-2",
     ]
-    assert runs.read_text() == "2"
+    assert (tmp_path / "runs").read_text() == "2"
+
+
+def test_a_plugin_that_fails_after_a_401_is_one_line(
+    serve: Callable[..., Server], tmp_path: Path
+) -> None:
+    server = serve(lambda _: (401, {}, {"kind": "Status", "reason": "Unauthorized"}), tls=False)
+    user = exec_plugin(tmp_path, "print('session expired', file=sys.stderr)\nsys.exit(1)")
+    with pytest.raises(RefusedError) as refused:
+        kube_for(tmp_path, server.url, user).get("v1", "Service", "n", "x")
+    assert error_message(refused.value) == (
+        "401 Unauthorized: renewing the credentials: exec: process returned 1. session expired"
+    )
+    assert len(server.requests) == 1
 
 
 def test_an_unreachable_server_is_one_line_naming_its_host(tmp_path: Path) -> None:

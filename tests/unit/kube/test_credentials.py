@@ -288,11 +288,11 @@ def test_a_rotated_service_account_token_is_read_again_after_a_401(
 ) -> None:
     found = credentials.load(environ=POD)
     (service_account / "token").write_text("rotated")
-    assert found.renew(found.generation)
+    found.renew(found.generation)
     assert found.authorization() == "bearer rotated"
     # A second caller that saw the same 401 does not read it a third time.
     (service_account / "token").write_text("third")
-    assert found.renew(0)
+    found.renew(0)
     assert found.authorization() == "bearer rotated"
 
 
@@ -361,3 +361,18 @@ def test_paths(args: tuple[str, str, str, str | None], path: str) -> None:
 )
 def test_error_messages(err: BaseException, message: str) -> None:
     assert error_message(err) == message
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"contexts": ["ctx"], "current-context": "ctx"},
+        {**kubeconfig({"token": "x"}), "users": "u"},
+        kubeconfig({"exec": "aws eks get-token"}),
+        kubeconfig({"token": "x"}, context={"user": "nobody"}),
+    ],
+)
+def test_a_malformed_kubeconfig_is_one_line_not_a_traceback(config: dict[str, Any]) -> None:
+    with pytest.raises(CredentialsError) as refused:
+        credentials.from_kubeconfig(json.dumps(config).encode())
+    assert "\n" not in str(refused.value)
