@@ -138,10 +138,10 @@ def no_answer_reason(err: BaseException) -> str:
             break
     if isinstance(err, ApiException):
         return " ".join(str(err.reason).split()[1:]) or "TLS error"
+    if isinstance(err, urllib3.exceptions.NameResolutionError):
+        return str(err).rpartition(" (")[2].rstrip(")") or "name not resolved"
     if isinstance(err, urllib3.exceptions.NewConnectionError):
         return str(err).rpartition("Failed to establish a new connection: ")[2]
-    if isinstance(err, urllib3.exceptions.NameResolutionError):
-        return str(err).rpartition(": ")[2].strip("()") or "name not resolved"
     if isinstance(err, TimeoutError | urllib3.exceptions.TimeoutError):
         return "timed out"
     if isinstance(err, OSError | urllib3.exceptions.HTTPError):
