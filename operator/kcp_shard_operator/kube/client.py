@@ -175,12 +175,11 @@ def path_of(api_version: str, kind: str, namespace: str | None, name: str | None
 
 @dataclass(frozen=True)
 class Answer:
-    """What a server answered: status, reason phrase, body and headers."""
+    """What a server answered: status, reason phrase and body."""
 
     status: int
     reason: str
     data: bytes
-    headers: Any
 
 
 class HTTP:
@@ -255,7 +254,7 @@ class HTTP:
                 response.release_conn()
         except NO_ANSWER as err:
             raise UnreachableError(url, no_answer_reason(err)) from None
-        return Answer(response.status, response.reason or "", bytes(data or b""), response.headers)
+        return Answer(response.status, response.reason or "", bytes(data or b""))
 
     def close(self) -> None:
         self._client.rest_client.close()
