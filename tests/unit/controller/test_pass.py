@@ -197,7 +197,7 @@ def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_w
 def test_an_unreachable_api_server_while_reading_is_reported() -> None:
     kube = FakeKube(shard_object(**NO_PKI))
     ctx = context(kube)
-    kube.fail("get", "Service", ConnectionRefusedError())
+    kube.fail("list", "Service", ConnectionRefusedError())
     run(ctx, "root")
     assert [op for op, _, _ in kube.writes] == ["status"]
     assert condition(kube, "root", "Degraded") == ("True", "APIError")
