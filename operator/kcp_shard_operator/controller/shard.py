@@ -28,7 +28,7 @@ from kcp_shard_operator.controller.reads import (
 )
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.shard.claim import claim_name
+from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
@@ -158,6 +158,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         failures += delete_pdb(ctx, pdb)
     deployment = observed.get("Deployment")
     shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
+    serving = (
+        ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
+    )
     seen = Observation(
         deployment=deployment,
         error=decision.error,
@@ -176,6 +179,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         pki_problems=issuance.problems,
         certificates=issuance.certificates,
         health=shard_health(ctx, shard, root, obj, deployment, logger, again),
+        missing_children=[
+            f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
+        ],
     )
     status = shard_status(shard, seen, now())
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger, again)

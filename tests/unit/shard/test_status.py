@@ -342,3 +342,15 @@ def test_a_finished_rollout_is_rolled_out_whether_or_not_the_version_changed(
     before: JSON, after: JSON, reasons: list[str]
 ) -> None:
     assert [event.reason for event in events_between(before, after)] == reasons
+
+
+def test_ready_is_never_said_over_a_child_that_does_not_exist() -> None:
+    shard = make(shard_object())
+    seen = Observation(deployment(), missing_children=["Service root-kcp"])
+    found = status_of(shard, seen)
+    ready = condition(found, "Ready") or {}
+    assert (ready["status"], ready["reason"]) == ("False", "ChildNotFound")
+    assert ready["message"].startswith("Service root-kcp not found")
+    assert found["phase"] != "Ready"
+    served = status_of(shard, Observation(deployment()))
+    assert (condition(served, "Ready") or {}).get("status") == "True"
