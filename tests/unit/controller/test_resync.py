@@ -5,9 +5,15 @@ Ready over it. A delete-then-recreate leaves the store with the new object."""
 from __future__ import annotations
 
 import copy
+from types import SimpleNamespace
 
+import kopf
+
+from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.controller.handlers import WATCH_INACTIVITY_SECONDS, configure, stop
 from kcp_shard_operator.controller.watched import RELIST_GAP_SECONDS, Relists
 from kcp_shard_operator.core.api.model import JSON
+from testkit.wait import wait_for
 from tests.conftest import NO_PKI, shard_object
 from tests.fake_kube import Effects, FakeKube, context
 from tests.unit.controller.test_pass import condition, status
@@ -113,3 +119,18 @@ def test_a_listing_after_a_quiet_gap_or_after_changes_is_a_listing_again() -> No
     assert relisted.listed("Deployment", later)
     assert not relisted.listed("Deployment", later + 0.1)
     assert not relisted.listed("Pod", later)
+
+
+def test_the_operator_starts_with_pools_a_watch_inactivity_timeout_and_the_gap_reaction() -> None:
+    ctx = context(FakeKube())
+    settings = kopf.OperatorSettings()
+    configure(settings=settings, memo=SimpleNamespace(context=ctx))
+    try:
+        assert settings.watching.inactivity_timeout == WATCH_INACTIVITY_SECONDS
+        assert ctx.passes is not ctx.background
+        assert ctx.vanished is not Context.vanished
+        runs: list[str] = []
+        ctx.passes.request("k", lambda: runs.append("ran"))
+        wait_for(lambda: runs, 10, "a pass on the pool", interval=0.01)
+    finally:
+        stop(memo=SimpleNamespace(context=ctx))
