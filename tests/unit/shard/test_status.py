@@ -10,7 +10,7 @@ from kcp_shard_operator.core.shard.health import Health
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.shard.status import Observation, shard_status
 from kcp_shard_operator.core.status.conditions import condition, invalid_status
-from kcp_shard_operator.core.status.deployments import rollout_complete
+from kcp_shard_operator.core.status.deployments import pod_problems, rollout_complete
 from kcp_shard_operator.core.status.events import change_event, events_between
 from tests.conftest import make, shard_object
 
@@ -354,3 +354,27 @@ def test_ready_is_never_said_over_a_child_that_does_not_exist() -> None:
     assert found["phase"] != "Ready"
     served = status_of(shard, Observation(deployment()))
     assert (condition(served, "Ready") or {}).get("status") == "True"
+
+
+def test_a_pod_waiting_for_its_claim_to_bind_is_no_problem() -> None:
+    """The scheduler holds a pod back while its new claim is provisioned: no fault to page on
+    (a claim that cannot be bound is reported by the storage checks)."""
+    waiting = {
+        "metadata": {"name": "root-kcp-1"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/4 nodes are available: pod has unbound immediate "
+                    "PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption "
+                    "is not helpful for scheduling.",
+                }
+            ]
+        },
+    }
+    assert pod_problems([waiting]) == []
+    assert pod_problems([UNSCHEDULABLE]) == [
+        "pod root-kcp-1 cannot be scheduled: 0/3 nodes are available"
+    ]
