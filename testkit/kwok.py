@@ -10,12 +10,18 @@ for one what ``stop cluster`` does for all, and ``start cluster`` brings it back
 
 from __future__ import annotations
 
+import base64
+import json
 import os
 import signal
 import subprocess
+import urllib.request
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from .cluster import kwok_workdir
 from .tools import HACK, tools_env
@@ -85,6 +91,27 @@ class KwokControlPlane:
         """``kwokctl start cluster``: start every component whose process is gone and wait
         until the API server serves ``/version``."""
         self._kwokctl("start", "cluster")
+
+    def etcd_delete(self, key: str) -> int:
+        """Delete ``key`` (``/registry/<resource>/<namespace>/<name>``) straight from the
+        cluster's etcd, through etcd's own JSON gateway: no API server sees it, so no watch
+        delivers a DELETED event for it. Returns how many keys went (0 or 1)."""
+        port = self._options()["etcdPort"]
+        body = json.dumps({"key": base64.b64encode(key.encode()).decode()}).encode()
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v3/kv/deleterange", data=body, method="POST"
+        )
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            return int(json.loads(answer.read()).get("deleted", 0))
+
+    def _options(self) -> dict[str, Any]:
+        """The options of the cluster's kwokctl configuration (its ports, its binaries)."""
+        with (self.workdir / "kwok.yaml").open(encoding="utf-8") as config:
+            for document in yaml.safe_load_all(config):
+                if (document or {}).get("kind") == "KwokctlConfiguration":
+                    options: dict[str, Any] = document["options"]
+                    return options
+        raise AssertionError(f"no KwokctlConfiguration in {self.workdir / 'kwok.yaml'}")
 
     def components(self) -> dict[str, str]:
         """``kwokctl get components``: each component's status (Ready while its process runs,

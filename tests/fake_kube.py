@@ -56,7 +56,8 @@ def _merged(base: Any, patch: Any) -> Any:
 class FakeKube:
     """Objects by (kind, namespace, name), as the API server keeps them for the operator.
 
-    Every write numbers a new resourceVersion; a changed spec bumps ``metadata.generation``;
+    Every write numbers a new resourceVersion; an object made again gets another uid; a
+    changed spec bumps ``metadata.generation``;
     an apply keeps the status and what the server set in metadata; a replace whose
     resourceVersion is not the stored one answers 409, one of a missing object 404.
     ``fail`` queues errors for the next calls of an operation on a kind; ``calls`` lists
@@ -69,6 +70,7 @@ class FakeKube:
         self._errors: dict[tuple[str, str], list[Exception]] = {}
         self._revision = 0
         self._rolled: dict[str, tuple[JSON | None, int]] = {}
+        self._made: dict[Key, int] = {}
         for obj in objects:
             self.put(obj)
 
@@ -79,13 +81,20 @@ class FakeKube:
         meta = new["metadata"]
         self._revision += 1
         meta["resourceVersion"] = str(self._revision)
-        meta.setdefault("uid", f"uid-{meta['name']}-{obj['kind']}")
+        if "uid" not in meta:
+            meta["uid"] = old["metadata"]["uid"] if old is not None else self._uid(_key(new))
         generation = int((old or obj)["metadata"].get("generation", 1))
         if old is not None and old.get("spec") != new.get("spec"):
             generation += 1
         meta["generation"] = generation
         self.objects[_key(new)] = new
         return copy.deepcopy(new)
+
+    def _uid(self, key: Key) -> str:
+        """The uid of an object made anew: another one each time the name is made again."""
+        made = self._made[key] = self._made.get(key, 0) + 1
+        kind, _, name = key
+        return f"uid-{name}-{kind}" + (f"-{made}" if made > 1 else "")
 
     def fail(self, op: str, kind: str, *errors: Exception) -> None:
         self._errors.setdefault((op, kind), []).extend(errors)

@@ -5,7 +5,12 @@ from __future__ import annotations
 from kcp_shard_operator.constants import CACHE_SERVER_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
 from kcp_shard_operator.controller.context import Context, Logger
-from kcp_shard_operator.controller.passes import degraded_reason, metered, now, write_children
+from kcp_shard_operator.controller.passes import (
+    degraded_reason,
+    now,
+    request_pass,
+    write_children,
+)
 from kcp_shard_operator.controller.reads import labelled_pods, read, read_cache_server
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
@@ -19,8 +24,8 @@ from kcp_shard_operator.core.status.deployments import deployment_revision, roll
 
 
 def reconcile_cache_server(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
-    """One level-triggered pass; an unreachable API server ends it with one log line."""
-    metered(
+    """Request a level-triggered pass; an unreachable API server ends it with one log line."""
+    request_pass(
         ctx,
         CACHE_SERVER_KIND,
         namespace,

@@ -16,11 +16,14 @@ from typing import Any, Protocol, cast
 import kopf
 
 from kcp_shard_operator.controller.metrics import Metrics
+from kcp_shard_operator.controller.schedule import Runner
 from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.controller.watched import Relists
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.status import Route
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.health import Probe, ProbeTarget
+from kcp_shard_operator.core.status.conditions import Condition
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.health.probe import probe_front_proxy, probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
@@ -65,11 +68,25 @@ def post_event(obj: JSON, event: Event) -> None:
 
 @dataclass(frozen=True)
 class Asked:
-    """The last answers kcp gave about a Shard, failed probes in a row, and when to ask again."""
+    """What kcp last answered about a Shard (None: nothing yet), failed answers in a row,
+    when to ask again, and when its last rollout ended (None: it rolls out)."""
 
-    probe: Probe
+    probe: Probe | None
     failures: int
     next_at: float
+    rolled_out_at: float | None
+
+
+@dataclass
+class _Held:
+    """A lock and how many passes hold or wait for it (freed when none does)."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    users: int = 0
+
+
+def _nothing(kind: str, gone: list[JSON]) -> None:
+    """What a listing that finds objects gone does where no handler is registered."""
 
 
 @dataclass
@@ -90,10 +107,20 @@ class Context:
     settings: Settings
     kube: KubeAPI
     store: Store = field(default_factory=Store)
-    _locks: dict[str, threading.Lock] = field(default_factory=dict)
+    _locks: dict[str, _Held] = field(default_factory=dict)
     _guard: threading.Lock = field(default_factory=threading.Lock)
     cleanup_failures: dict[str, tuple[int, float]] = field(default_factory=dict)
     """Per Shard: failed identity-cache cleanups in a row, and the monotonic time of the next."""
+    cleaned: dict[str, Condition] = field(default_factory=dict)
+    """Per Shard: the condition an identity-cache cleanup ended with, until a pass records it."""
+    passes: Runner = field(default_factory=lambda: Runner("pass"))
+    """Where passes run, one at a time per object, coalesced (:mod:`schedule`)."""
+    background: Runner = field(default_factory=lambda: Runner("background"))
+    """Where the kcp probes and the identity-cache cleanup run, outside the passes."""
+    vanished: Callable[[str, list[JSON]], None] = _nothing
+    """What to do about objects of a kind a listing found gone (their owners' passes)."""
+    relists: Relists = field(default_factory=Relists)
+    """Which watch events start a listing again (:mod:`resync`)."""
     post: Callable[[JSON, Event], None] = post_event
     clean: Callable[[bytes], Outcome] = clean_shard
     """Delete the stale ConfigMap on the shard a kubeconfig names."""
@@ -135,8 +162,25 @@ class Context:
 
     @contextmanager
     def lock(self, namespace: str, name: str) -> Iterator[None]:
-        """Serialise passes over one Shard coming from different watch streams."""
+        """Serialise what passes over different objects share (an installation's PKI, a
+        listing); the lock is freed once nobody holds or waits for it."""
+        key = f"{namespace}/{name}"
         with self._guard:
-            lock = self._locks.setdefault(f"{namespace}/{name}", threading.Lock())
-        with lock:
-            yield
+            held = self._locks.setdefault(key, _Held())
+            held.users += 1
+        try:
+            with held.lock:
+                yield
+        finally:
+            with self._guard:
+                held.users -= 1
+                if not held.users:
+                    del self._locks[key]
+
+    def forget(self, namespace: str, name: str, uid: str) -> None:
+        """What the context keeps about the deleted object ``namespace/name`` (``uid``)."""
+        key = f"{namespace}/{name}"
+        for kept in (self.probes, self.cleanup_failures, self.cleaned, self.routes):
+            kept.pop(key, None)
+        for by_uid in (self.rolled_out, self.terminating):
+            by_uid.pop(uid, None)

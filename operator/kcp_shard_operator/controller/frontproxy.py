@@ -3,6 +3,8 @@ then status."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
 from kcp_shard_operator.controller.context import Context, Logger
@@ -10,8 +12,8 @@ from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS
 from kcp_shard_operator.controller.passes import (
     degraded_reason,
     delete_pdb,
-    metered,
     now,
+    request_pass,
     write_children,
 )
 from kcp_shard_operator.controller.reads import (
@@ -43,6 +45,7 @@ from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import invalid_status
 from kcp_shard_operator.core.status.deployments import deployment_revision, rollout_complete
+from kcp_shard_operator.kube.client import APIError, error_message
 
 CHILDREN = (
     ("v1", "Service"),
@@ -54,8 +57,8 @@ NOT_ISSUED = "CertificateNotIssued"
 
 
 def reconcile_front_proxy(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
-    """One level-triggered pass; an unreachable API server ends it with one log line."""
-    metered(
+    """Request a level-triggered pass; an unreachable API server ends it with one log line."""
+    request_pass(
         ctx,
         FRONT_PROXY_KIND,
         namespace,
@@ -98,32 +101,54 @@ def _issue(ctx: Context, proxy: FrontProxy, root: Shard | None, logger: Logger) 
     return done
 
 
-def _route(ctx: Context, proxy: FrontProxy, deployment: JSON | None) -> Route | None:
-    """What a read through the front-proxy gave, at most every PROBE_INTERVAL_SECONDS; None
-    while it rolls out."""
-    key = f"{proxy.namespace}/{proxy.name}"
+def _route(
+    ctx: Context, proxy: FrontProxy, deployment: JSON | None, again: Callable[[], None]
+) -> Route | None:
+    """What the last read through the front-proxy gave (None: none yet, or it rolls out);
+    read again in the background at most every PROBE_INTERVAL_SECONDS."""
     if not rollout_complete(deployment):
-        ctx.routes.pop(key, None)
         return None
     if not ctx.settings.kcp_checks:
         return Route(None, "NotVerified", "the operator runs with --no-kcp-checks")
-    last = ctx.routes.get(key)
-    asked_at = ctx.clock()
-    if last is not None and asked_at < last[0]:
-        return last[1]
-    secret = admin_kubeconfig_secret(proxy)
     if not proxy.spec.pki.issue:
         return Route(None, "NoAdminKubeconfig", "not verified: nothing is issued (spec.pki)")
-    kubeconfig = ctx.kube.secret_value(proxy.namespace, secret, "kubeconfig")
-    if kubeconfig is None:
-        route = Route(False, "SecretNotFound", f"Secret {secret} (the admin kubeconfig) not found")
+    key = f"{proxy.namespace}/{proxy.name}"
+    last = ctx.routes.get(key)
+    if last is None or ctx.clock() >= last[0]:
+        ctx.background.request(
+            ("route", key), lambda: _read_through(ctx, proxy, again), again=False
+        )
+        last = ctx.routes.get(key)
+    return None if last is None else last[1]
+
+
+def _read_through(ctx: Context, proxy: FrontProxy, again: Callable[[], None]) -> None:
+    """The background work: read through the front-proxy with its admin kubeconfig; a
+    changed answer calls ``again`` (a pass over the FrontProxy)."""
+    key = f"{proxy.namespace}/{proxy.name}"
+    asked_at = ctx.clock()
+    secret = admin_kubeconfig_secret(proxy)
+    try:
+        kubeconfig = ctx.kube.secret_value(proxy.namespace, secret, "kubeconfig")
+    except APIError as err:
+        route = Route(None, "APIError", f"reading Secret {secret}: {error_message(err)}")
     else:
-        route = ctx.route(kubeconfig, service_url(proxy))
+        if kubeconfig is None:
+            route = Route(
+                False, "SecretNotFound", f"Secret {secret} (the admin kubeconfig) not found"
+            )
+        else:
+            route = ctx.route(kubeconfig, service_url(proxy))
+    last = ctx.routes.get(key)
     ctx.routes[key] = (asked_at + PROBE_INTERVAL_SECONDS, route)
-    return route
+    if last is None or last[1] != route:
+        again()
 
 
 def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str | None:
+    def again() -> None:
+        reconcile_front_proxy(ctx, namespace, name, logger)
+
     obj = read_front_proxy(ctx, namespace, name)
     if obj is None or obj["metadata"].get("deletionTimestamp"):
         return None
@@ -155,8 +180,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
         return None
-    if decision.delete_pdb:
-        failures += delete_pdb(ctx, namespace, child_name(proxy))
+    pdb = observed.get("PodDisruptionBudget")
+    if decision.delete_pdb and pdb is not None:
+        failures += delete_pdb(ctx, pdb)
     deployment = observed.get("Deployment")
     seen = ProxyObservation(
         deployment=deployment,
@@ -172,7 +198,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         missing_keys=decision.missing_keys,
         pki_problems=issued.problems,
         certificates=issued.certificates,
-        route=_route(ctx, proxy, deployment),
+        route=_route(ctx, proxy, deployment, again),
     )
     status = front_proxy_status(proxy, seen, now())
     write_status(ctx, obj, status, deployment_revision(deployment))

@@ -1,9 +1,14 @@
-"""kopf wiring: each event is recorded into the store, then calls for a reconcile pass."""
+"""kopf wiring: each event is recorded into the store, then calls for reconcile passes.
+
+The handlers return at once: the passes run on the context's pass runner, coalesced per
+object (:mod:`schedule`), and the kcp probes and the identity-cache cleanup on its background
+runner. What a listing finds gone (:mod:`resync`) gets the reaction a DELETED event gets.
+"""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import kopf
@@ -14,7 +19,6 @@ from kcp_shard_operator.constants import (
     CACHE_SERVER_API_VERSION,
     CACHE_SERVER_KIND,
     CACHE_SERVER_PLURAL,
-    FIELD_MANAGER,
     FRONT_PROXY_API_VERSION,
     FRONT_PROXY_KIND,
     FRONT_PROXY_PLURAL,
@@ -22,6 +26,7 @@ from kcp_shard_operator.constants import (
     SHARD_KIND,
     SHARD_PLURAL,
 )
+from kcp_shard_operator.controller import resync
 from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.fanout import (
@@ -33,16 +38,29 @@ from kcp_shard_operator.controller.fanout import (
     shards_using_cache_server,
 )
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
-from kcp_shard_operator.controller.shard import CHILD_KINDS, reconcile
+from kcp_shard_operator.controller.schedule import pool
+from kcp_shard_operator.controller.shard import reconcile
+from kcp_shard_operator.controller.watched import CHILDREN, OWNER_KINDS, PODS, SECRETS
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.cacheserver.render import NAME as CACHE_SERVER_NAME
 
 RESYNC_SECONDS = 30.0
+WATCH_INACTIVITY_SECONDS = 70.0
+"""A watch that delivers nothing for this long, not even the API server's bookmark (one a
+minute), is taken for dead and reconnected (kopf's ``inactivity_timeout``)."""
+PASS_WORKERS = 8
+"""Passes over different objects that run at once."""
+BACKGROUND_WORKERS = 4
+"""kcp probes and identity-cache cleanups that run at once (each up to 15 or 30 s)."""
 RETAINED_CLAIMS = {CACHE_SERVER_NAME: CACHE_SERVER_KIND, "kcp": SHARD_KIND}
 """The kind of the owner of a claim that has no owner reference, by its name label (a Shard
 where it has none)."""
 FINALIZER = f"{API_GROUP}/finalizer"
+LOGGER = logging.getLogger(__name__)
+
+React = Callable[[Context, str | None, JSON, Logger], None]
+"""What an event of a type (None: a listing's) about an object does."""
 
 
 def _context(memo: Any) -> Context:
@@ -51,58 +69,47 @@ def _context(memo: Any) -> Context:
     return ctx
 
 
-def _remember(ctx: Context, kind: str, type: str | None, body: kopf.Body) -> None:
-    """Keep what a watch delivered; a DELETED event leaves the object known as absent."""
-    raw = cast(JSON, dict(body))
-    if type is None:
-        ctx.metrics.listed(kind, ctx.clock())
-    if type == "DELETED":
-        meta = raw.get("metadata") or {}
-        ctx.store.deleted(kind, str(meta.get("namespace", "")), str(meta.get("name", "")))
-    else:
-        ctx.store.put(kind, raw)
+def _remember(ctx: Context, kind: str, type: str | None, body: JSON) -> None:
+    """Keep what a watch delivered; a DELETED event leaves the object known as absent (and
+    the context forgets what it kept about a deleted Shard, CacheServer or FrontProxy, or
+    the CA a deleted Secret held)."""
+    meta = body.get("metadata") or {}
+    if type != "DELETED":
+        ctx.store.put(kind, body)
+        return
+    namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+    uid, version = meta.get("uid"), meta.get("resourceVersion")
+    ctx.store.deleted(kind, namespace, name, uid, version)
+    if kind in OWNER_KINDS:
+        ctx.forget(namespace, name, str(uid or ""))
+    elif kind == "Secret":
+        ctx.signers.pop(f"{namespace}/{name}", None)
 
 
-def _finalized(meta: kopf.Meta) -> bool:
+def _finalized(meta: Mapping[str, Any]) -> bool:
     """Whether kopf has put its finalizer on the object (or it is being deleted). Before it
     has, a status write would race with kopf's patch; the finalizer's own MODIFIED event brings
     the object back."""
     return FINALIZER in (meta.get("finalizers") or []) or bool(meta.get("deletionTimestamp"))
 
 
-def on_shard_event(
-    *,
-    type: str,
-    body: kopf.Body,
-    spec: kopf.Spec,
-    meta: kopf.Meta,
-    namespace: str | None,
-    name: str,
-    memo: Any,
-    logger: Logger,
-    **_: Any,
-) -> None:
-    ctx = _context(memo)
+def _where(body: JSON) -> tuple[str | None, str, JSON]:
+    meta = body.get("metadata") or {}
+    return meta.get("namespace"), str(meta.get("name", "")), meta
+
+
+def on_shard(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     _remember(ctx, SHARD_KIND, type, body)
+    namespace, name, meta = _where(body)
     if type == "DELETED" or namespace is None or not _finalized(meta):
         return
-    reconcile_with_dependents(ctx, namespace, name, spec, logger)
+    reconcile_with_dependents(ctx, namespace, name, body.get("spec") or {}, logger)
 
 
-def on_cache_server_event(
-    *,
-    type: str,
-    body: kopf.Body,
-    meta: kopf.Meta,
-    namespace: str | None,
-    name: str,
-    memo: Any,
-    logger: Logger,
-    **_: Any,
-) -> None:
+def on_cache_server(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """A pass over the CacheServer, then over each Shard naming it (which waits for it)."""
-    ctx = _context(memo)
     _remember(ctx, CACHE_SERVER_KIND, type, body)
+    namespace, name, meta = _where(body)
     if namespace is None:
         return
     if type != "DELETED":
@@ -113,58 +120,26 @@ def on_cache_server_event(
         reconcile(ctx, namespace, shard, logger)
 
 
-def on_front_proxy_event(
-    *,
-    type: str,
-    body: kopf.Body,
-    spec: kopf.Spec,
-    meta: kopf.Meta,
-    namespace: str | None,
-    name: str,
-    memo: Any,
-    logger: Logger,
-    **_: Any,
-) -> None:
+def on_front_proxy(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """A pass over the FrontProxy, then over the Shards of its installation: they trust it,
     advertise its URL and reach LogicalClusters through it (also once it is deleted)."""
-    ctx = _context(memo)
     _remember(ctx, FRONT_PROXY_KIND, type, body)
+    namespace, name, meta = _where(body)
     if namespace is None:
         return
     if type != "DELETED":
         if not _finalized(meta):
             return
         reconcile_front_proxy(ctx, namespace, name, logger)
-    root = (spec.get("rootShardRef") or {}).get("name")
+    root = ((body.get("spec") or {}).get("rootShardRef") or {}).get("name")
     if root:
         reconcile_installation(ctx, namespace, str(root), logger)
 
 
-Pass = Callable[[Context, str, str, Logger], None]
-
-
-def _resync(run: Pass) -> Callable[..., None]:
-    """The timer handler of a kind: one pass every RESYNC_SECONDS, whatever happened."""
-
-    def on_timer(*, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any) -> None:
-        if namespace is not None:
-            run(_context(memo), namespace, name, logger)
-
-    return on_timer
-
-
-def on_child_event(
-    *,
-    type: str,
-    body: kopf.Body,
-    namespace: str | None,
-    meta: kopf.Meta,
-    memo: Any,
-    logger: Logger,
-    **_: Any,
-) -> None:
-    ctx = _context(memo)
+def on_child(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
+    """A pass over each object the child belongs to."""
     _remember(ctx, str(body.get("kind", "")), type, body)
+    namespace, _, meta = _where(body)
     if namespace is None:
         return
     for cache in _owners(meta, CACHE_SERVER_KIND, CACHE_SERVER_API_VERSION):
@@ -175,7 +150,7 @@ def on_child_event(
         reconcile(ctx, namespace, shard, logger)
 
 
-def _owners(meta: kopf.Meta, kind: str, api_version: str) -> list[str]:
+def _owners(meta: Mapping[str, Any], kind: str, api_version: str) -> list[str]:
     """The objects of ``kind`` a child belongs to: its owner, or for a retained claim (which
     has no owner reference, so that it outlives its owner) the instance label, where the
     name label says the kind."""
@@ -192,28 +167,19 @@ def _owners(meta: kopf.Meta, kind: str, api_version: str) -> list[str]:
     return [instance] if instance and owner_kind == kind else []
 
 
-def on_pod_event(*, type: str | None, body: kopf.Body, memo: Any, **_: Any) -> None:
+def on_pod(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """Keep the shard pods' state for the next pass (a Deployment event or the resync)."""
-    _remember(_context(memo), "Pod", type, body)
+    _remember(ctx, "Pod", type, body)
 
 
-def on_secret_event(
-    *,
-    type: str | None,
-    body: kopf.Body,
-    namespace: str | None,
-    name: str,
-    memo: Any,
-    logger: Logger,
-    **_: Any,
-) -> None:
+def on_secret(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """Remember the Secret's metadata; a created or rotated one rolls its shards' pods, a
     deleted one that the operator issued is issued again.
 
-    The initial listing (type None) only fills the store.
+    A listing's event (type None) only fills the store.
     """
-    ctx = _context(memo)
     _remember(ctx, "Secret", type, body)
+    namespace, name, _ = _where(body)
     if type not in ("ADDED", "MODIFIED", "DELETED") or namespace is None:
         return
     for cache in cache_servers_using(ctx, namespace, name):
@@ -223,8 +189,58 @@ def on_secret_event(
     reconcile_referencing(ctx, namespace, name, logger)
 
 
+REACTIONS: dict[str, React] = {
+    SHARD_KIND: on_shard,
+    CACHE_SERVER_KIND: on_cache_server,
+    FRONT_PROXY_KIND: on_front_proxy,
+    **{child.kind: on_child for child in CHILDREN},
+    PODS.kind: on_pod,
+    SECRETS.kind: on_secret,
+}
+
+
+def vanished(ctx: Context, kind: str, gone: list[JSON]) -> None:
+    """What a DELETED event does, for the objects of ``kind`` a listing found gone."""
+    react = REACTIONS[kind]
+    for body in gone:
+        react(ctx, "DELETED", body, LOGGER)
+
+
+def watching(kind: str | None, react: React) -> Callable[..., None]:
+    """The kopf event handler of a kind (None: the body names it): notes a listing again
+    (:mod:`resync`), then reacts."""
+
+    def on_event(*, type: str | None, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
+        ctx = _context(memo)
+        seen = kind or str(body.get("kind", ""))
+        if type is None:
+            resync.listed(ctx, seen)
+        else:
+            ctx.relists.changed(seen)
+        react(ctx, type, cast(JSON, dict(body)), logger)
+
+    return on_event
+
+
+Pass = Callable[[Context, str, str, Logger], None]
+
+
+def _timer(run: Pass) -> Callable[..., None]:
+    """The timer handler of a kind: one pass every RESYNC_SECONDS, whatever happened; and a
+    listing of what the store still doubts."""
+
+    def on_timer(*, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any) -> None:
+        ctx = _context(memo)
+        resync.resync(ctx)
+        if namespace is not None:
+            run(ctx, namespace, name, logger)
+
+    return on_timer
+
+
 def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
-    settings.peering.lifetime = _context(memo).settings.peering_lifetime
+    ctx = _context(memo)
+    settings.peering.lifetime = ctx.settings.peering_lifetime
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
         prefix=API_GROUP, key="last-handled-configuration"
@@ -233,22 +249,29 @@ def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     # Events are posted explicitly for what a human should see; kopf's log lines stay logs.
     settings.posting.level = logging.WARNING
     settings.watching.server_timeout = 300
+    settings.watching.inactivity_timeout = WATCH_INACTIVITY_SECONDS
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]
+    ctx.passes = pool("pass", PASS_WORKERS)
+    ctx.background = pool("kcp", BACKGROUND_WORKERS)
+    ctx.vanished = lambda kind, gone: vanished(ctx, kind, gone)
+
+
+def stop(memo: Any, **_: Any) -> None:
+    """Start no more passes, probes or cleanups."""
+    ctx = _context(memo)
+    ctx.passes.shutdown()
+    ctx.background.shutdown()
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
-    shards = kopf.on.event(API_GROUP, API_VERSION, SHARD_PLURAL, registry=registry)
-    shards(on_shard_event)
-    caches = kopf.on.event(API_GROUP, API_VERSION, CACHE_SERVER_PLURAL, registry=registry)
-    caches(on_cache_server_event)
-    proxies = kopf.on.event(API_GROUP, API_VERSION, FRONT_PROXY_PLURAL, registry=registry)
-    proxies(on_front_proxy_event)
-    for plural, run, handler_id in (
-        (SHARD_PLURAL, reconcile, "on_shard_timer"),
-        (CACHE_SERVER_PLURAL, reconcile_cache_server, "on_cache_server_timer"),
-        (FRONT_PROXY_PLURAL, reconcile_front_proxy, "on_front_proxy_timer"),
+    for plural, kind, run, handler_id in (
+        (SHARD_PLURAL, SHARD_KIND, reconcile, "on_shard_timer"),
+        (CACHE_SERVER_PLURAL, CACHE_SERVER_KIND, reconcile_cache_server, "on_cache_server_timer"),
+        (FRONT_PROXY_PLURAL, FRONT_PROXY_KIND, reconcile_front_proxy, "on_front_proxy_timer"),
     ):
+        events = kopf.on.event(API_GROUP, API_VERSION, plural, registry=registry)
+        events(watching(kind, REACTIONS[kind]))
         timer = kopf.timer(
             API_GROUP,
             API_VERSION,
@@ -258,11 +281,10 @@ def register(registry: kopf.OperatorRegistry) -> None:
             initial_delay=RESYNC_SECONDS,
             registry=registry,
         )
-        timer(_resync(run))
-    managed = {"app.kubernetes.io/managed-by": FIELD_MANAGER}
-    for api_version, _, plural in (*CHILD_KINDS, ("v1", "ConfigMap", "configmaps")):
-        watch = kopf.on.event(api_version, plural, labels=managed, registry=registry)
-        watch(on_child_event)
-    kopf.on.event("v1", "pods", labels=managed, registry=registry)(on_pod_event)
-    kopf.on.event("v1", "secrets", registry=registry)(on_secret_event)
+        timer(_timer(run))
+    for watched in (*CHILDREN, PODS, SECRETS):
+        labels = dict(watched.labels) or None
+        watch = kopf.on.event(watched.api_version, watched.plural, labels=labels, registry=registry)
+        watch(watching(None if watched in CHILDREN else watched.kind, REACTIONS[watched.kind]))
     kopf.on.startup(registry=registry)(configure)
+    kopf.on.cleanup(registry=registry)(stop)

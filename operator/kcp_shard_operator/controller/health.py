@@ -1,7 +1,15 @@
 """Ask kcp about a rolled-out Shard, at most every ``PROBE_INTERVAL_SECONDS`` and less often while
-the questions fail; every pass in between reuses the last answers."""
+the questions fail; every pass in between reuses the last answers.
+
+The questions (up to three requests of ``PROBE_TIMEOUT`` each, and the reads of the admin
+kubeconfigs) run on the context's background runner, outside the Shard's pass: a pass that
+finds them due starts them and goes on with the last answers; a new answer calls for a pass.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
 
 from kcp_shard_operator.controller.context import Asked, Context, Logger
 from kcp_shard_operator.core.api.model import JSON
@@ -10,6 +18,7 @@ from kcp_shard_operator.core.shard.health import (
     DATA_LOST,
     DATA_VERIFIED,
     NO_ADMIN_KUBECONFIG,
+    SETTLE_RETRY_SECONDS,
     Failure,
     Health,
     Probe,
@@ -18,6 +27,7 @@ from kcp_shard_operator.core.shard.health import (
     assess,
     kcp_shard_name,
     no_admin_kubeconfig,
+    settling,
 )
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
@@ -50,9 +60,16 @@ def _kubeconfig(ctx: Context, shard: Shard, whose: str) -> bytes | Failure | Non
     return found if found is not None else Failure("SecretNotFound", f"{where} not found")
 
 
-def _target(ctx: Context, shard: Shard, root: Shard | None) -> ProbeTarget | Failure:
+def _unasked(ctx: Context, shard: Shard) -> Failure | None:
+    """Why kcp is not asked about ``shard`` at all, None when it is."""
     if not ctx.settings.kcp_checks:
         return Failure(NO_ADMIN_KUBECONFIG, "not verified: the operator runs with --no-kcp-checks")
+    if shard.spec.admin_kubeconfig_secret_ref is None:
+        return no_admin_kubeconfig()
+    return None
+
+
+def _target(ctx: Context, shard: Shard, root: Shard | None) -> ProbeTarget | Failure:
     own = _kubeconfig(ctx, shard, "")
     if own is None:
         return no_admin_kubeconfig()
@@ -75,18 +92,61 @@ def _failed(probe: Probe) -> bool:
     return probe.failure is not None and probe.failure.reason != NO_ADMIN_KUBECONFIG
 
 
-def _asked(ctx: Context, shard: Shard, root: Shard | None, logger: Logger) -> Probe:
-    last = ctx.probes.get(shard.key)
+def _record(ctx: Context, shard: Shard, probe: Probe, logger: Logger) -> bool:
+    """Keep ``probe`` as the last answer about ``shard`` (unless the shard is still settling
+    after its rollout: then ask again soon); whether the answer changed."""
     now = ctx.clock()
-    if last is not None and now < last.next_at:
-        return last.probe
+    with ctx.lock(shard.namespace, f"{shard.name}/probe"):
+        last = ctx.probes.get(shard.key)
+        if last is None:
+            return False
+        rolled_out_at = last.rolled_out_at if last.rolled_out_at is not None else now
+        if settling(probe, now - rolled_out_at):
+            ctx.probes[shard.key] = replace(last, next_at=now + SETTLE_RETRY_SECONDS)
+            return False
+        failures = last.failures + 1 if _failed(probe) else 0
+        ctx.probes[shard.key] = replace(
+            last, probe=probe, failures=failures, next_at=now + probe_delay(failures)
+        )
+    if last.probe != probe:
+        logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
+    return last.probe != probe
+
+
+def _ask(
+    ctx: Context, shard: Shard, root: Shard | None, logger: Logger, again: Callable[[], None]
+) -> None:
+    """The background work: read the admin kubeconfigs, ask kcp, keep the answer; a changed
+    answer calls ``again`` (a pass over the Shard)."""
     target = _target(ctx, shard, root)
     probe = Probe(failure=target) if isinstance(target, Failure) else _probe(ctx, target, logger)
-    failures = (last.failures + 1 if last else 1) if _failed(probe) else 0
-    ctx.probes[shard.key] = Asked(probe, failures, now + probe_delay(failures))
-    if last is None or last.probe != probe:
-        logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
-    return probe
+    if _record(ctx, shard, probe, logger):
+        again()
+
+
+def _asked(
+    ctx: Context, shard: Shard, root: Shard | None, logger: Logger, again: Callable[[], None]
+) -> Probe | None:
+    """The last answers about the rolled-out ``shard``; asks again in the background when
+    they are due."""
+    now = ctx.clock()
+    with ctx.lock(shard.namespace, f"{shard.name}/probe"):
+        last = ctx.probes.get(shard.key) or Asked(None, 0, now, None)
+        if last.rolled_out_at is None:
+            last = replace(last, next_at=now, rolled_out_at=now)
+        ctx.probes[shard.key] = last
+    if now >= last.next_at:
+        unasked = _unasked(ctx, shard)
+        if unasked is not None:
+            _record(ctx, shard, Probe(failure=unasked), logger)
+        else:
+            ctx.background.request(
+                ("probe", shard.key),
+                lambda: _ask(ctx, shard, root, logger, again),
+                again=False,
+            )
+    found = ctx.probes.get(shard.key)
+    return found.probe if found is not None else None
 
 
 def _probe(ctx: Context, target: ProbeTarget, logger: Logger) -> Probe:
@@ -115,10 +175,18 @@ def shard_health(
     obj: JSON,
     deployment: JSON | None,
     logger: Logger,
+    again: Callable[[], None],
 ) -> Health | None:
-    """What kcp says about a Shard whose rollout is complete; None while it rolls out."""
+    """What kcp says about a Shard whose rollout is complete; None while it rolls out, or
+    before kcp first answered. ``again`` requests a pass over the Shard (a new answer)."""
     if not rollout_complete(deployment):
-        ctx.probes.pop(shard.key, None)
+        with ctx.lock(shard.namespace, f"{shard.name}/probe"):
+            last = ctx.probes.get(shard.key)
+            if last is not None:
+                ctx.probes[shard.key] = replace(last, rolled_out_at=None)
+        return None
+    probe = _asked(ctx, shard, root, logger, again)
+    if probe is None:
         return None
     root_verified = condition(root.status if root else None, DATA_VERIFIED) or {}
     annotations = obj["metadata"].get("annotations") or {}
@@ -132,4 +200,4 @@ def shard_health(
         accepted_uid=annotations.get(ACCEPT_DATA_UID_ANNOTATION),
         root_data_lost=root_verified.get("reason") == DATA_LOST,
     )
-    return assess(subject, _asked(ctx, shard, root, logger))
+    return assess(subject, probe)

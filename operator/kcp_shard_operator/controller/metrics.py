@@ -7,7 +7,6 @@ gauges are computed at scrape time from the watch store, so a scrape reads no AP
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -19,8 +18,6 @@ from kcp_shard_operator.controller.store import Store
 from kcp_shard_operator.core.installation.census import census
 
 PREFIX = "kcp_shard_operator"
-RELIST_GAP_SECONDS = 5.0
-"""A listing's objects arrive together; one coming this long after the last is a new one."""
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 ROLLOUT_BUCKETS = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
 
@@ -30,8 +27,6 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
-        self._listed: dict[str, float] = {}
-        self._guard = threading.Lock()
         registry = self.registry
         self.passes = Counter(
             f"{PREFIX}_reconcile_passes",
@@ -99,16 +94,6 @@ class Metrics:
             ["kind"],
             registry=registry,
         )
-
-    def listed(self, kind: str, now: float) -> None:
-        """A watch delivered an object of ``kind`` from a listing (kopf's event type None) at
-        monotonic time ``now``. A burst of them after a quiet gap is a listing again: a
-        restarted watch (a listing that delivers no object is not seen)."""
-        with self._guard:
-            last = self._listed.get(kind)
-            self._listed[kind] = now
-        if last is not None and now - last > RELIST_GAP_SECONDS:
-            self.relists.labels(kind).inc()
 
     def watch(self, store: Store) -> None:
         """Export what ``store`` holds at every scrape."""

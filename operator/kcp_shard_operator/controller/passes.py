@@ -28,7 +28,7 @@ def degraded_reason(status: JSON) -> str | None:
     return str(degraded.get("reason")) if degraded.get("status") == "True" else None
 
 
-def metered(
+def request_pass(
     ctx: Context,
     kind: str,
     namespace: str,
@@ -36,23 +36,29 @@ def metered(
     run: Callable[[], str | None],
     logger: Logger,
 ) -> None:
-    """``run`` (a pass over the ``kind`` object ``namespace/name``, returning the reason of
-    the problem it ended with) under the object's lock, counted and timed; an unreachable or
-    refusing API server ends it with one log line, never a traceback."""
+    """Request ``run`` (a pass over the ``kind`` object ``namespace/name``, returning the
+    reason of the problem it ended with) on ``ctx.passes``: one pass at a time per object, and
+    the requests made while it runs fold into one more pass. Each pass is counted and timed;
+    an unreachable or refusing API server ends it with one log line, never a traceback."""
+    key = (kind, namespace, name)
+    ctx.passes.request(key, lambda: _metered(ctx, key, run, logger))
+
+
+def _metered(
+    ctx: Context, key: tuple[str, str, str], run: Callable[[], str | None], logger: Logger
+) -> None:
+    kind, namespace, name = key
     metrics = ctx.metrics
-    with ctx.lock(namespace, f"{name}/{kind}"):
-        started = ctx.clock()
-        try:
-            problem = run()
-        except APIError as err:
-            problem = API_ERROR
-            logger.error(
-                "pass over %s %s/%s stopped: %s", kind, namespace, name, error_message(err)
-            )
-        metrics.passes.labels(kind).inc()
-        metrics.pass_seconds.labels(kind).observe(ctx.clock() - started)
-        if problem is not None:
-            metrics.pass_errors.labels(kind, problem).inc()
+    started = ctx.clock()
+    try:
+        problem = run()
+    except APIError as err:
+        problem = API_ERROR
+        logger.error("pass over %s %s/%s stopped: %s", kind, namespace, name, error_message(err))
+    metrics.passes.labels(kind).inc()
+    metrics.pass_seconds.labels(kind).observe(ctx.clock() - started)
+    if problem is not None:
+        metrics.pass_errors.labels(kind, problem).inc()
 
 
 def write_children(
@@ -90,12 +96,16 @@ def write_children(
     return failures
 
 
-def delete_pdb(ctx: Context, namespace: str, name: str) -> list[str]:
-    """Delete the PodDisruptionBudget ``name`` (its object went down to one replica); the
+def delete_pdb(ctx: Context, live: JSON) -> list[str]:
+    """Delete the PodDisruptionBudget ``live`` (its object went down to one replica); the
     failure, if any."""
+    meta = live["metadata"]
+    namespace, name = meta["namespace"], meta["name"]
     try:
         ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, name)
     except APIError as err:
         return [f"PodDisruptionBudget {name}: {error_message(err)}"]
-    ctx.store.deleted("PodDisruptionBudget", namespace, name)
+    ctx.store.deleted(
+        "PodDisruptionBudget", namespace, name, meta.get("uid"), meta.get("resourceVersion")
+    )
     return []

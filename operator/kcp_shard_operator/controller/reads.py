@@ -15,6 +15,7 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
+from kcp_shard_operator.controller.watched import WATCHED
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
 from kcp_shard_operator.core.frontproxy.names import serving
@@ -24,17 +25,38 @@ from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 
 
 def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
-    """The object as the store keeps it (a Secret's metadata and key names only); from the
-    API server only when the store does not know it."""
+    """The object as the store keeps it (a Secret's metadata and key names only). When the
+    store does not know it, the kind's objects in ``namespace`` are listed, and from then on
+    the store answers for all of them (a pass right after the operator starts may come
+    before the watch has listed them, or after a watch listed again after a gap)."""
     known, body = ctx.store.lookup(kind, namespace, name)
     if known:
         return body
+    if kind in WATCHED:
+        listing(ctx, kind, namespace)
+        known, body = ctx.store.lookup(kind, namespace, name)
+        if known:
+            return body
     found = ctx.kube.get(api_version, kind, namespace, name)
     if found is None:
         ctx.store.not_found(kind, namespace, name)
         return None
     ctx.store.put(kind, found)
     return trimmed(kind, found)
+
+
+def listing(ctx: Context, kind: str, namespace: str) -> None:
+    """List the watched ``kind`` in ``namespace`` into the store, once for passes that ask
+    together; what the store held that the listing no longer has goes to ``ctx.vanished``."""
+    watched = WATCHED[kind]
+    with ctx.lock(namespace, f"{kind}/listing"):
+        if ctx.store.listed(kind, namespace):
+            return
+        since = ctx.store.mark()
+        bodies = ctx.kube.list(watched.api_version, kind, namespace)
+        gone = ctx.store.replace(kind, namespace, bodies, since, watched.delivers)
+    if gone:
+        ctx.vanished(kind, gone)
 
 
 @dataclass(frozen=True)
@@ -97,20 +119,18 @@ def read_front_proxy(ctx: Context, namespace: str, name: str) -> JSON | None:
     return read(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace, name)
 
 
-def every(ctx: Context, api_version: str, kind: str, namespace: str) -> list[JSON]:
-    """Every object of ``kind`` in ``namespace``, for a decision that needs all of them: from
-    the store once it holds a whole listing, which the operator reads once per namespace and
-    kind (a pass right after the operator starts may come before the watch has listed them;
-    the watch keeps the store current afterwards)."""
+def every(ctx: Context, kind: str, namespace: str) -> list[JSON]:
+    """Every object of the watched ``kind`` in ``namespace``, for a decision that needs all
+    of them: from the store once it holds a whole listing (:func:`listing`)."""
     if not ctx.store.listed(kind, namespace):
-        ctx.store.fill(kind, namespace, ctx.kube.list(api_version, kind, namespace))
+        listing(ctx, kind, namespace)
     return ctx.store.select(kind, namespace, lambda _: True)
 
 
 def front_proxies(ctx: Context, namespace: str) -> list[FrontProxy]:
     """The valid FrontProxies of ``namespace``."""
     found = []
-    for body in every(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace):
+    for body in every(ctx, FRONT_PROXY_KIND, namespace):
         try:
             found.append(parse_front_proxy(body))
         except SpecError:
@@ -128,7 +148,7 @@ def installation(ctx: Context, namespace: str, root: str) -> list[Shard]:
     """The valid Shards of the installation of root shard ``root``: the root and the Shards
     naming it."""
     found = []
-    for body in every(ctx, SHARD_API_VERSION, SHARD_KIND, namespace):
+    for body in every(ctx, SHARD_KIND, namespace):
         ref = ((body.get("spec") or {}).get("rootShardRef") or {}).get("name")
         if (body.get("metadata") or {}).get("name") != root and ref != root:
             continue

@@ -13,8 +13,8 @@ from kcp_shard_operator.controller.passes import (
     API_ERROR,
     degraded_reason,
     delete_pdb,
-    metered,
     now,
+    request_pass,
     write_children,
 )
 from kcp_shard_operator.controller.reads import (
@@ -28,7 +28,7 @@ from kcp_shard_operator.controller.reads import (
 )
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.shard.claim import claim_name
+from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
@@ -91,18 +91,22 @@ def _leave(ctx: Context, uid: str, namespace: str, logger: Logger) -> None:
 
 
 def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
-    """One level-triggered pass over a Shard: children first, then status.
+    """Request a level-triggered pass over a Shard: children first, then status.
 
     A refusal or an unreachable API server ends the pass with one log line (and, when the
     status can still be written, ``Degraded``), never with a traceback retried by kopf.
     """
-    metered(
+    request_pass(
         ctx, SHARD_KIND, namespace, name, lambda: _reconcile(ctx, namespace, name, logger), logger
     )
 
 
 def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str | None:
     """The pass; returns the reason of the problem it ended with, None if none."""
+
+    def again() -> None:
+        reconcile(ctx, namespace, name, logger)
+
     obj = read_shard(ctx, namespace, name)
     if obj is None:
         return None
@@ -149,10 +153,14 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     if failures is None:
         _leave(ctx, uid, namespace, logger)
         return None
-    if decision.delete_pdb:
-        failures += delete_pdb(ctx, namespace, child_name(shard))
+    pdb = observed.get("PodDisruptionBudget")
+    if decision.delete_pdb and pdb is not None:
+        failures += delete_pdb(ctx, pdb)
     deployment = observed.get("Deployment")
     shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
+    serving = (
+        ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
+    )
     seen = Observation(
         deployment=deployment,
         error=decision.error,
@@ -170,10 +178,13 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         storage_problems=decision.storage_problems,
         pki_problems=issuance.problems,
         certificates=issuance.certificates,
-        health=shard_health(ctx, shard, root, obj, deployment, logger),
+        health=shard_health(ctx, shard, root, obj, deployment, logger, again),
+        missing_children=[
+            f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
+        ],
     )
     status = shard_status(shard, seen, now())
-    cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger)
+    cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger, again)
     if cleaned is not None:
         status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), now())
     write_status(ctx, obj, status, deployment_revision(deployment))

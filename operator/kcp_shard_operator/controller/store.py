@@ -1,24 +1,51 @@
 """Objects seen on the operator's watch streams, so a reconcile pass reads no API.
 
 kopf's event handlers put every Shard, child, Secret and shard Pod they see here; a pass reads from
-here and asks the API server only for what the watches have not delivered yet (a miss).
-An object known to be absent (deleted on a watch, or a 404 after a miss) is remembered as
-``None``, so a Shard without a PodDisruptionBudget costs no read either. Secrets are kept
-as metadata only: their content never enters the operator's memory through the store;
-Pods as the little that tells why one does not run.
+here and asks the API server only for what the store cannot answer. The store answers for a
+kind in a namespace once it holds a whole listing of it (:meth:`Store.replace`): an object it
+does not hold there does not exist. Elsewhere an object known to be absent (deleted on a watch,
+or a 404 after a miss) is remembered as a tombstone, for ``TOMBSTONE_SECONDS``.
+
+A watch that lists again after a gap re-sends what exists and nothing for what vanished
+meanwhile: :meth:`Store.doubt` makes the store stop answering from what it held before (a
+pass then reads the API server), until a new listing replaces it.
+
+Every change is keyed by resourceVersion (an etcd revision, compared when both are integers)
+and a deletion also by uid, so a late event about an object deleted and created again neither
+hides the new one nor brings back the old one. Secrets are kept as metadata only: their
+content never enters the operator's memory through the store; Pods as the little that tells
+why one does not run.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 
 from kcp_shard_operator.constants import API_GROUP
 from kcp_shard_operator.core.api.model import JSON
 
-Entry = tuple[int | None, str] | None
-"""(resourceVersion when an integer, compact JSON body); None: known to be absent."""
+TOMBSTONE_SECONDS = 300.0
+"""How long an object known to be absent is remembered outside a listing: long enough for any
+late event about it to arrive."""
+
+Key = tuple[str, str]
+"""(kind, namespace)."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What the store holds of one object: its body as compact JSON text, or None when it is
+    known to be absent (a tombstone); the store's own sequence number of the change."""
+
+    rv: int | None
+    uid: str | None
+    seq: int
+    text: str | None
+    at: float
 
 
 def _resource_version(body: JSON) -> int | None:
@@ -40,7 +67,9 @@ def trimmed(kind: str, body: JSON) -> JSON:
         status = body.get("status") or {}
         return {
             "metadata": {
-                k: meta[k] for k in ("name", "namespace", "resourceVersion", "labels") if k in meta
+                k: meta[k]
+                for k in ("name", "namespace", "resourceVersion", "uid", "labels")
+                if k in meta
             },
             "status": {
                 "conditions": status.get("conditions") or [],
@@ -69,6 +98,25 @@ def _secret_metadata(meta: JSON) -> JSON:
     return kept
 
 
+def _newer(rv: int | None, old: _Entry) -> bool:
+    """Whether a body at ``rv`` may replace ``old``: not when both versions are integers and
+    ``rv`` is older (or, for a tombstone, not newer: the deleted object's last version)."""
+    if rv is None or old.rv is None:
+        return True
+    return rv > old.rv if old.text is None else rv >= old.rv
+
+
+def _listed_over(rv: int | None, old: _Entry, since: int) -> bool:
+    """Whether a listed body at ``rv`` replaces ``old``: what was held before the listing was
+    requested, unless newer; a tombstone made after it only by a later version (the object
+    made again), since the deletion is newer than the listing."""
+    if old.seq <= since:
+        return old.text is None or _newer(rv, old)
+    if old.text is None:
+        return rv is not None and old.rv is not None and rv > old.rv
+    return _newer(rv, old)
+
+
 class Store:
     """A thread-safe map of the newest body seen per object, indexed by kind and namespace
     (a select reads only that namespace's objects of that kind).
@@ -77,96 +125,189 @@ class Store:
     dicts) and parsed on every read, so a caller may change what it gets.
     """
 
-    def __init__(self) -> None:
-        self._objects: dict[tuple[str, str], dict[str, Entry]] = {}
-        self._listed: set[tuple[str, str]] = set()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._objects: dict[Key, dict[str, _Entry]] = {}
+        self._listed: set[Key] = set()
+        self._doubted: dict[Key, int] = {}
+        self._seq = 0
+        self._clock = clock
+        self._pruned_at = clock()
         self._lock = threading.Lock()
 
+    def _write(self, kind: str, namespace: str, name: str, entry: _Entry | None) -> None:
+        """Hold ``entry`` for the object (None: forget it); called with the lock held."""
+        objects = self._objects.setdefault((kind, namespace), {})
+        if entry is None:
+            objects.pop(name, None)
+        else:
+            objects[name] = entry
+        if not objects:
+            del self._objects[(kind, namespace)]
+
+    def _entry(self, rv: int | None, uid: object, text: str | None) -> _Entry:
+        self._seq += 1
+        return _Entry(rv, str(uid) if uid else None, self._seq, text, self._clock())
+
+    def _trusted(self, key: Key, entry: _Entry) -> bool:
+        return entry.seq > self._doubted.get(key, 0)
+
     def put(self, kind: str, body: JSON) -> None:
-        """Keep ``body`` unless the store already holds a newer version of the object.
+        """Keep ``body`` unless the store already holds a newer version of the object, or
+        knows it deleted at this version or later.
 
         Watch events and the operator's own write responses race; resourceVersions are
         compared only when both are integers (etcd revisions), else the last one wins.
         """
-        meta = body.get("metadata") or {}
-        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
         kept = trimmed(kind, body)
-        new_rv = _resource_version(kept)
+        meta = kept.get("metadata") or {}
+        namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
+        rv = _resource_version(kept)
         text = json.dumps(kept, separators=(",", ":"))
         with self._lock:
-            objects = self._objects.setdefault((kind, namespace), {})
-            old = objects.get(name)
-            old_rv = old[0] if old is not None else None
-            if old_rv is not None and new_rv is not None and new_rv < old_rv:
-                return
-            objects[name] = (new_rv, text)
+            old = (self._objects.get((kind, namespace)) or {}).get(name)
+            if old is None or _newer(rv, old):
+                self._write(kind, namespace, name, self._entry(rv, meta.get("uid"), text))
 
-    def fill(self, kind: str, namespace: str, bodies: list[JSON]) -> None:
-        """A whole listing of ``kind`` in ``namespace``: every object the store does not know
-        yet is kept (what a watch delivered is as new or newer), and from now on the store
-        holds all of them (:meth:`listed`)."""
-        with self._lock:
-            objects = self._objects.setdefault((kind, namespace), {})
-            for body in bodies:
-                kept = trimmed(kind, body)
-                name = str((kept.get("metadata") or {}).get("name", ""))
-                if name not in objects:
-                    objects[name] = (
-                        _resource_version(kept),
-                        json.dumps(kept, separators=(",", ":")),
-                    )
-            self._listed.add((kind, namespace))
+    def deleted(
+        self, kind: str, namespace: str, name: str, uid: str | None = None, rv: str | None = None
+    ) -> None:
+        """The object ``uid`` is gone, at resourceVersion ``rv`` (a watch said so, or the
+        operator deleted it: then ``rv`` is the last version it saw).
 
-    def listed(self, kind: str, namespace: str) -> bool:
-        """Whether the store holds every object of ``kind`` in ``namespace`` (:meth:`fill`)."""
-        with self._lock:
-            return (kind, namespace) in self._listed
-
-    def deleted(self, kind: str, namespace: str, name: str) -> None:
-        """The object is gone (a watch said so, or the operator deleted it).
-
-        A Pod is forgotten: pods are never read by name and their names do not come back.
+        A deletion of another object of that name (an older one, whose DELETED event comes
+        after its successor's ADDED) or of an older version than the one held changes nothing.
         """
+        version = int(rv) if rv and rv.isdigit() else None
         with self._lock:
-            if kind != "Pod":
-                self._objects.setdefault((kind, namespace), {})[name] = None
-                return
-            objects = self._objects.get((kind, namespace))
-            if objects is not None:
-                objects.pop(name, None)
-                if not objects:
-                    del self._objects[(kind, namespace)]
+            self._prune()
+            old = (self._objects.get((kind, namespace)) or {}).get(name)
+            if old is not None and old.text is not None:
+                if uid and old.uid and uid != old.uid:
+                    return
+                if version is not None and old.rv is not None and version < old.rv:
+                    return
+            self._write(kind, namespace, name, self._entry(version, uid, None))
 
     def not_found(self, kind: str, namespace: str, name: str) -> None:
         """A read after a miss found nothing; a body a watch put meanwhile stays."""
         with self._lock:
-            self._objects.setdefault((kind, namespace), {}).setdefault(name, None)
+            self._prune()
+            key = (kind, namespace)
+            old = (self._objects.get(key) or {}).get(name)
+            if old is None or not self._trusted(key, old):
+                self._write(kind, namespace, name, self._entry(None, None, None))
 
     def lookup(self, kind: str, namespace: str, name: str) -> tuple[bool, JSON | None]:
         """Whether the store knows the object, and its body (None: known to be absent)."""
+        key = (kind, namespace)
         with self._lock:
-            objects = self._objects.get((kind, namespace)) or {}
-            known, entry = name in objects, objects.get(name)
-        return known, None if entry is None else _parsed(entry[1])
+            entry = (self._objects.get(key) or {}).get(name)
+            if entry is not None and self._trusted(key, entry):
+                text = entry.text
+            elif entry is None and key in self._listed:
+                text = None
+            else:
+                return False, None
+        return True, None if text is None else _parsed(text)
+
+    def mark(self) -> int:
+        """The store's sequence number now: what :meth:`replace` weighs a listing against."""
+        with self._lock:
+            return self._seq
+
+    def replace(
+        self,
+        kind: str,
+        namespace: str,
+        bodies: Iterable[JSON],
+        since: int,
+        keep: Callable[[JSON], bool] = lambda _: True,
+    ) -> list[JSON]:
+        """A whole listing of ``kind`` in ``namespace`` (``bodies`` for which ``keep`` is
+        true), requested when the store was at :meth:`mark` ``since``: from now on the store
+        holds exactly that, and what a watch or a write delivered after ``since``.
+
+        Returns the objects held before that the listing no longer has (deleted meanwhile).
+        """
+        listed: dict[str, tuple[int | None, object, str]] = {}
+        for body in bodies:
+            if keep(body):
+                kept = trimmed(kind, body)
+                meta = kept.get("metadata") or {}
+                text = json.dumps(kept, separators=(",", ":"))
+                listed[str(meta.get("name", ""))] = (_resource_version(kept), meta.get("uid"), text)
+        key = (kind, namespace)
+        dropped: list[str] = []
+        with self._lock:
+            held = self._objects.get(key) or {}
+            for name, entry in list(held.items()):
+                if name not in listed and entry.seq <= since:
+                    if entry.text is not None:
+                        dropped.append(entry.text)
+                    self._write(kind, namespace, name, None)
+            for name, (rv, uid, text) in listed.items():
+                old = (self._objects.get(key) or {}).get(name)
+                if old is None or _listed_over(rv, old, since):
+                    self._write(kind, namespace, name, self._entry(rv, uid, text))
+            self._listed.add(key)
+            self._doubted.pop(key, None)
+        return [_parsed(text) for text in dropped]
+
+    def listed(self, kind: str, namespace: str) -> bool:
+        """Whether the store holds every object of ``kind`` in ``namespace`` (:meth:`replace`)."""
+        with self._lock:
+            return (kind, namespace) in self._listed
+
+    def doubt(self, namespaces: Iterable[str]) -> list[Key]:
+        """A watch listed again after a gap: what the store holds may have been deleted
+        meanwhile. In ``namespaces`` it stops answering from what it holds now until a
+        listing replaces it; elsewhere it forgets it. Returns the (kind, namespace) pairs to
+        list again."""
+        keep = set(namespaces)
+        with self._lock:
+            keys = set(self._objects) | self._listed
+            self._listed.clear()
+            for kind, namespace in keys:
+                if namespace in keep:
+                    self._doubted[(kind, namespace)] = self._seq
+                else:
+                    self._objects.pop((kind, namespace), None)
+                    self._doubted.pop((kind, namespace), None)
+            return sorted(key for key in keys if key[1] in keep)
+
+    def doubted(self) -> list[Key]:
+        """The (kind, namespace) pairs the store does not answer for until listed again."""
+        with self._lock:
+            return sorted(self._doubted)
 
     def select(self, kind: str, namespace: str, keep: Callable[[JSON], bool]) -> list[JSON]:
         """Cached objects of ``kind`` in ``namespace`` for which ``keep`` is true."""
         with self._lock:
             objects = self._objects.get((kind, namespace)) or {}
-            found = [entry[1] for entry in objects.values() if entry is not None]
+            found = [entry.text for entry in objects.values() if entry.text is not None]
         return [body for body in map(_parsed, found) if keep(body)]
 
     def every(self, kind: str) -> list[JSON]:
         """Every cached object of ``kind``, in all namespaces."""
         with self._lock:
             found = [
-                entry[1]
+                entry.text
                 for (held, _), objects in self._objects.items()
                 if held == kind
                 for entry in objects.values()
-                if entry is not None
+                if entry.text is not None
             ]
         return [_parsed(text) for text in found]
+
+    def namespaces(self, kinds: Iterable[str]) -> set[str]:
+        """The namespaces in which the store holds an object of one of ``kinds``."""
+        wanted = set(kinds)
+        with self._lock:
+            return {
+                namespace
+                for (kind, namespace), objects in self._objects.items()
+                if kind in wanted and any(entry.text is not None for entry in objects.values())
+            }
 
     def sizes(self) -> dict[str, int]:
         """How many objects the store holds per kind, those known to be absent included."""
@@ -175,6 +316,18 @@ class Store:
             for (kind, _), objects in self._objects.items():
                 sizes[kind] = sizes.get(kind, 0) + len(objects)
         return sizes
+
+    def _prune(self) -> None:
+        """Forget the tombstones older than TOMBSTONE_SECONDS, at most once in that time;
+        called with the lock held."""
+        now = self._clock()
+        if now - self._pruned_at < TOMBSTONE_SECONDS:
+            return
+        self._pruned_at = now
+        for (kind, namespace), objects in list(self._objects.items()):
+            for name, entry in list(objects.items()):
+                if entry.text is None and now - entry.at >= TOMBSTONE_SECONDS:
+                    self._write(kind, namespace, name, None)
 
 
 def _parsed(text: str) -> JSON:

@@ -10,7 +10,6 @@ from prometheus_client import generate_latest
 
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.metered import MeteredKube
-from kcp_shard_operator.controller.metrics import RELIST_GAP_SECONDS, Metrics
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.installation.census import census, rollout_seconds, timestamp
 from kcp_shard_operator.identitycache.policy import Outcome, Result
@@ -180,28 +179,6 @@ def test_a_scrape_shows_the_shards_by_phase_version_rollout_and_expiry() -> None
     expiry = 'kcp_shard_operator_certificate_expiry_timestamp_seconds{namespace="ns",'
     assert f'{expiry}secret="root-kcp-serving",shard="root"}}' in text
     assert 'kcp_shard_operator_store_objects{kind="Shard"} 2.0' in text
-
-
-def test_a_listing_after_a_quiet_gap_counts_as_a_restarted_watch() -> None:
-    metrics = Metrics()
-    for at in (0.0, 0.1, 0.2):
-        metrics.listed("Secret", at)
-    assert metrics.registry.get_sample_value(
-        "kcp_shard_operator_watch_relists_total", {"kind": "Secret"}
-    ) in (None, 0.0)
-    later = 0.2 + RELIST_GAP_SECONDS + 1
-    for at in (later, later + 0.1):
-        metrics.listed("Secret", at)
-    metrics.listed("Pod", later)
-    assert (
-        metrics.registry.get_sample_value(
-            "kcp_shard_operator_watch_relists_total", {"kind": "Secret"}
-        )
-        == 1.0
-    )
-    assert metrics.registry.get_sample_value(
-        "kcp_shard_operator_watch_relists_total", {"kind": "Pod"}
-    ) in (None, 0.0)
 
 
 def test_census_counts_what_statuses_say() -> None:

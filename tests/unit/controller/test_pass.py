@@ -194,10 +194,25 @@ def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_w
     assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
 
 
+def test_a_service_that_cannot_be_made_again_keeps_the_shard_from_ready() -> None:
+    kube = FakeKube(shard_object(**NO_PKI))
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+    del kube.objects[("Service", "ns", "root-kcp")]
+    ctx.store.deleted("Service", "ns", "root-kcp")
+    kube.fail("apply", "Service", refused(), refused())
+    run(ctx, "root")
+    assert condition(kube, "root", "Ready") == ("False", "ChildNotFound")
+    assert condition(kube, "root", "Degraded") == ("True", "ApplyFailed")
+    run(ctx, "root")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut"), "made again"
+
+
 def test_an_unreachable_api_server_while_reading_is_reported() -> None:
     kube = FakeKube(shard_object(**NO_PKI))
     ctx = context(kube)
-    kube.fail("get", "Service", UnreachableError("https://api:6443", "Connection refused"))
+    kube.fail("list", "Service", UnreachableError("https://api:6443", "Connection refused"))
     run(ctx, "root")
     assert [op for op, _, _ in kube.writes] == ["status"]
     assert condition(kube, "root", "Degraded") == ("True", "APIError")

@@ -9,6 +9,8 @@ from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS, probe_d
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
+    SETTLE_RETRY_SECONDS,
+    SETTLE_SECONDS,
     Failure,
     NotRegistered,
     Probe,
@@ -16,7 +18,17 @@ from kcp_shard_operator.core.shard.health import (
     Registered,
 )
 from tests.conftest import NO_PKI, non_root_object, shard_object
-from tests.fake_kube import SECRETS, Effects, FakeKube, context, run, secret, settle, watched
+from tests.fake_kube import (
+    SECRETS,
+    Effects,
+    FakeKube,
+    context,
+    healthy,
+    run,
+    secret,
+    settle,
+    watched,
+)
 from tests.unit.controller.test_pass import condition, conditions, status
 
 ROOT_ADMIN: dict[str, Any] = {"adminKubeconfigSecretRef": {"name": "root-kcp-admin"}}
@@ -171,17 +183,37 @@ def test_an_unreachable_shard_is_not_ready_and_asked_less_often() -> None:
     effects.answers = lambda target: Probe(failure=Failure("ShardUnreachable", "timed out"))
     ctx = context(kube, effects)
     settle(ctx, kube, "root")
+    effects.now += SETTLE_SECONDS
+    run(ctx, "root")
     assert condition(kube, "root", "Ready") == ("False", "ShardUnreachable")
     assert condition(kube, "root", "DataVerified") == ("Unknown", "ShardUnreachable")
-    assert len(effects.probed) == 1
+    asked = len(effects.probed)
     for failures in (1, 2, 3, 4):
         effects.now += probe_delay(failures) - 1
         run(ctx, "root")
-        assert len(effects.probed) == failures
+        assert len(effects.probed) == asked + failures - 1
         effects.now += 1
         run(ctx, "root")
-        assert len(effects.probed) == failures + 1
+        assert len(effects.probed) == asked + failures
     assert probe_delay(10) == 120.0
+
+
+def test_right_after_a_rollout_an_unreachable_shard_is_asked_again_soon_not_reported() -> None:
+    """The Service routes to the new pods a moment after the Deployment says they are ready:
+    "Connection refused" then is no news to report, nor a reason to wait 25 s."""
+    kube, effects = sharded()
+    answers = [Probe(failure=Failure("ShardUnreachable", "Connection refused"))] * 3
+    effects.answers = lambda target: answers.pop(0) if answers else healthy(target)
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    for _ in range(3):
+        assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+        assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+        effects.now += SETTLE_RETRY_SECONDS
+        run(ctx, "root")
+    assert len(effects.probed) == 4
+    assert condition(kube, "root", "DataVerified") == ("True", "Verified")
+    assert warnings(effects, "root") == []
 
 
 def test_a_missing_admin_secret_is_degraded_but_ready_stays_to_the_pods() -> None:

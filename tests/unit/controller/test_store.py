@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from kcp_shard_operator.controller.store import Store, trimmed
+from kcp_shard_operator.controller.store import TOMBSTONE_SECONDS, Store, trimmed
 from kcp_shard_operator.core.api.model import JSON
 
 
@@ -124,13 +124,12 @@ def test_a_pod_keeps_only_what_tells_why_it_does_not_run() -> None:
     }
 
 
-def test_a_deleted_pod_is_forgotten_and_other_kinds_remembered_absent() -> None:
+def test_a_deleted_object_of_any_kind_is_remembered_absent() -> None:
     store = Store()
     for kind in ("Pod", "Service"):
         store.put(kind, obj("x", "1"))
         store.deleted(kind, "ns", "x")
-    assert store.lookup("Pod", "ns", "x") == (False, None)
-    assert store.lookup("Service", "ns", "x") == (True, None)
+        assert store.lookup(kind, "ns", "x") == (True, None)
     assert store.select("Pod", "ns", lambda _: True) == []
 
 
@@ -186,10 +185,7 @@ def test_select_and_lookup_agree_with_a_plain_map_over_many_operations() -> None
             model[key] = body if kind != "Pod" else trimmed("Pod", body)
         elif op == "deleted":
             store.deleted(kind, namespace, name)
-            if kind == "Pod":
-                model.pop(key, None)
-            else:
-                model[key] = None
+            model[key] = None
         else:
             store.not_found(kind, namespace, name)
             model.setdefault(key, None)
@@ -200,3 +196,119 @@ def test_select_and_lookup_agree_with_a_plain_map_over_many_operations() -> None
         )
         found = store.select(kind, namespace, bool)
         assert sorted(found, key=lambda body: str(body["metadata"]["name"])) == expected
+
+
+def made(name: str, rv: str, uid: str, namespace: str = "ns") -> JSON:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": rv, "uid": uid}}
+
+
+def uid_of(store: Store, kind: str, name: str) -> str | None:
+    known, body = store.lookup(kind, "ns", name)
+    assert known
+    return None if body is None else str(body["metadata"]["uid"])
+
+
+def test_a_late_deletion_of_the_old_object_does_not_hide_the_one_made_again() -> None:
+    """kopf orders the events of one object (uid), not those of two: the new object's ADDED
+    may come before the old one's DELETED."""
+    store = Store()
+    store.put("Deployment", made("d", "10", "old"))
+    store.put("Deployment", made("d", "12", "new"))
+    store.deleted("Deployment", "ns", "d", "old", "11")
+    assert uid_of(store, "Deployment", "d") == "new"
+    store.deleted("Deployment", "ns", "d", "old")
+    assert uid_of(store, "Deployment", "d") == "new", "without a version, by uid"
+
+
+def test_a_late_version_of_a_deleted_object_does_not_bring_it_back() -> None:
+    store = Store()
+    store.put("Deployment", made("d", "10", "old"))
+    store.deleted("Deployment", "ns", "d", "old", "11")
+    for late in ("10", "11"):
+        store.put("Deployment", made("d", late, "old"))
+        assert uid_of(store, "Deployment", "d") is None
+    store.put("Deployment", made("d", "12", "new"))
+    assert uid_of(store, "Deployment", "d") == "new"
+
+
+def test_a_deletion_of_an_older_version_than_the_one_held_changes_nothing() -> None:
+    store = Store()
+    store.put("Service", made("s", "20", "u"))
+    store.deleted("Service", "ns", "s", "u", "19")
+    assert uid_of(store, "Service", "s") == "u"
+    store.deleted("Service", "ns", "s", "u", "21")
+    assert uid_of(store, "Service", "s") is None
+
+
+def test_a_listing_replaces_what_the_store_held_and_returns_what_vanished() -> None:
+    store = Store()
+    for name, rv in (("kept", "1"), ("gone", "2"), ("changed", "3")):
+        store.put("Deployment", made(name, rv, name))
+    since = store.mark()
+    store.put("Deployment", made("arrived", "9", "arrived"))
+    store.put("Deployment", made("deleted-after", "4", "deleted-after"))
+    store.deleted("Deployment", "ns", "deleted-after", "deleted-after", "8")
+    listing = [
+        made("kept", "1", "kept"),
+        made("changed", "5", "changed"),
+        made("new", "6", "new"),
+        made("deleted-after", "4", "deleted-after"),
+    ]
+    gone = store.replace("Deployment", "ns", listing, since)
+    assert [body["metadata"]["name"] for body in gone] == ["gone"]
+    assert names(store, "Deployment", "ns") == ["arrived", "changed", "kept", "new"]
+    assert store.lookup("Deployment", "ns", "changed")[1] == made("changed", "5", "changed")
+    assert store.listed("Deployment", "ns")
+    assert store.lookup("Deployment", "ns", "never-seen") == (True, None)
+    assert store.lookup("Deployment", "other", "never-seen") == (False, None)
+
+
+def test_a_listing_keeps_what_the_watch_delivers_only() -> None:
+    store = Store()
+    labelled = {**made("ours", "1", "a"), "kind": "Pod"}
+    labelled["metadata"]["labels"] = {"mine": "yes"}
+    store.replace(
+        "Pod",
+        "ns",
+        [labelled, made("theirs", "2", "b")],
+        store.mark(),
+        lambda body: "labels" in body["metadata"],
+    )
+    assert names(store, "Pod", "ns") == ["ours"]
+
+
+def test_a_doubted_store_answers_nothing_it_held_until_listed_again() -> None:
+    store = Store()
+    store.put("Deployment", made("ghost", "1", "g"))
+    store.put("Deployment", made("alive", "2", "a"))
+    store.put("Shard", made("root", "3", "r"))
+    store.put("Secret", made("elsewhere", "4", "e", namespace="other"))
+    store.replace("Service", "ns", [], store.mark())
+    doubted = store.doubt(store.namespaces(["Shard"]))
+    assert doubted == [("Deployment", "ns"), ("Service", "ns"), ("Shard", "ns")]
+    assert store.doubted() == doubted
+    assert store.lookup("Deployment", "ns", "ghost") == (False, None)
+    assert store.lookup("Service", "ns", "any") == (False, None), "no longer listed"
+    assert store.lookup("Secret", "other", "elsewhere") == (False, None), "forgotten"
+    store.put("Shard", made("root", "3", "r"))
+    assert uid_of(store, "Shard", "root") == "r"
+    store.not_found("Deployment", "ns", "ghost")
+    assert uid_of(store, "Deployment", "ghost") is None
+    gone = store.replace("Deployment", "ns", [made("alive", "2", "a")], store.mark())
+    assert gone == [], "the ghost was already found absent"
+    assert uid_of(store, "Deployment", "alive") == "a"
+    assert store.doubted() == [("Service", "ns"), ("Shard", "ns")]
+
+
+def test_tombstones_are_forgotten_after_a_while_so_the_store_stays_bounded() -> None:
+    clock = [0.0]
+    store = Store(clock=lambda: clock[0])
+    for step in range(1000):
+        clock[0] = step * 1.0
+        store.put("Service", made(f"s{step}", str(2 * step + 1), f"u{step}"))
+        store.deleted("Service", "ns", f"s{step}", f"u{step}", str(2 * step + 2))
+        store.not_found("PodDisruptionBudget", "ns", f"p{step}")
+    held = store.sizes()
+    assert held["Service"] <= 2 * TOMBSTONE_SECONDS
+    assert held["PodDisruptionBudget"] <= 2 * TOMBSTONE_SECONDS
+    assert store.lookup("Service", "ns", "s999") == (True, None)

@@ -340,7 +340,35 @@ def test_the_front_proxy_starts_once_its_root_is_ready() -> None:
     ]
     missing = plan_front_proxy(proxy(), ready_root, [ready_root], {}, RELEASE, {})
     assert "Deployment" not in [o["kind"] for o in missing.apply], "no certificate yet"
-    assert "kcp-front-proxy-serving" in missing.missing_secrets
+    assert missing.missing_secrets == [], "what the operator issues is not 'not found'"
+
+
+def test_a_front_proxy_waiting_for_its_root_does_not_call_what_it_will_be_issued_missing() -> None:
+    """The samples' first minutes: the FrontProxy comes with its root, whose CA does not exist
+    until the root has rolled out. Its Secrets are not "not found": they are being issued."""
+    kube = FakeKube(shard_object(), proxy_object())
+    ctx = context(kube)
+    run(ctx, "root")
+    pass_over(ctx)
+    status = proxy_status(kube)
+    assert reason(status, "Degraded") == ("False", "AsExpected")
+    assert reason(status, "Progressing")[1] == "WaitingForRootShard"
+    theirs = proxy_object(
+        pki={"issue": False},
+        kubeconfigSecretRef={"name": "mine", "key": "config"},
+        tls={
+            "servingCertSecretRef": {"name": "gone"},
+            "clientCASecretRef": {"name": "users-ca"},
+            "requestHeaderClientCertSecretRef": {"name": "forwarding"},
+            "shardsCASecretRef": {"name": "shards-ca", "key": "bundle.pem"},
+        },
+    )
+    kube.put(theirs)
+    watched(ctx, kube.objects[("FrontProxy", "ns", "kcp")])
+    pass_over(ctx)
+    degraded = next(c for c in proxy_status(kube)["conditions"] if c["type"] == "Degraded")
+    assert degraded["reason"] == "SecretNotFound"
+    assert "gone" in degraded["message"]
 
 
 def test_a_front_proxy_naming_a_missing_root_says_so() -> None:

@@ -10,7 +10,7 @@ from kcp_shard_operator.core.shard.health import Health
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.shard.status import Observation, shard_status
 from kcp_shard_operator.core.status.conditions import condition, invalid_status
-from kcp_shard_operator.core.status.deployments import rollout_complete
+from kcp_shard_operator.core.status.deployments import pod_problems, rollout_complete
 from kcp_shard_operator.core.status.events import change_event, events_between
 from tests.conftest import make, shard_object
 
@@ -342,3 +342,39 @@ def test_a_finished_rollout_is_rolled_out_whether_or_not_the_version_changed(
     before: JSON, after: JSON, reasons: list[str]
 ) -> None:
     assert [event.reason for event in events_between(before, after)] == reasons
+
+
+def test_ready_is_never_said_over_a_child_that_does_not_exist() -> None:
+    shard = make(shard_object())
+    seen = Observation(deployment(), missing_children=["Service root-kcp"])
+    found = status_of(shard, seen)
+    ready = condition(found, "Ready") or {}
+    assert (ready["status"], ready["reason"]) == ("False", "ChildNotFound")
+    assert ready["message"].startswith("Service root-kcp not found")
+    assert found["phase"] != "Ready"
+    served = status_of(shard, Observation(deployment()))
+    assert (condition(served, "Ready") or {}).get("status") == "True"
+
+
+def test_a_pod_waiting_for_its_claim_to_bind_is_no_problem() -> None:
+    """The scheduler holds a pod back while its new claim is provisioned: no fault to page on
+    (a claim that cannot be bound is reported by the storage checks)."""
+    waiting = {
+        "metadata": {"name": "root-kcp-1"},
+        "status": {
+            "conditions": [
+                {
+                    "type": "PodScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "0/4 nodes are available: pod has unbound immediate "
+                    "PersistentVolumeClaims. preemption: 0/4 nodes are available: 4 Preemption "
+                    "is not helpful for scheduling.",
+                }
+            ]
+        },
+    }
+    assert pod_problems([waiting]) == []
+    assert pod_problems([UNSCHEDULABLE]) == [
+        "pod root-kcp-1 cannot be scheduled: 0/3 nodes are available"
+    ]

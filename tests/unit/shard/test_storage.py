@@ -351,7 +351,7 @@ PROXY = ("FrontProxy", "kcpshard.dev/v1alpha1")
 def test_a_retained_claim_finds_its_owner_by_label(
     meta: JSON, owner: tuple[str, str], names: list[str]
 ) -> None:
-    assert _owners(meta, *owner) == names  # type: ignore[arg-type]
+    assert _owners(meta, *owner) == names
 
 
 def test_claim_name() -> None:

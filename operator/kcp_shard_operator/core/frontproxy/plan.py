@@ -13,13 +13,16 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.frontproxy.names import root_name
+from kcp_shard_operator.core.frontproxy.pki import requests
 from kcp_shard_operator.core.frontproxy.render import SPEC_FIELDS, render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.kcp.secretkeys import absent_secrets, missing_keys
 from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.rollout.drift import drifted_from
 from kcp_shard_operator.core.rollout.versions import held_at_running_version
+from kcp_shard_operator.core.shard.names import issues_client_certificates
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
     READY,
@@ -111,9 +114,9 @@ def plan_front_proxy(
     except SpecError as err:
         return ProxyPlan(error=str(err))
     pod_spec = rendered.deployment["spec"]["template"]["spec"]
-    missing = absent_secrets(secret_names(pod_spec), secret_revisions)
+    absent = absent_secrets(secret_names(pod_spec), secret_revisions)
     objects = rendered.objects
-    if deployment is None and (waits is not None or missing):
+    if deployment is None and (waits is not None or absent):
         # Nothing would start: the root is not serving, or a certificate is not there yet.
         objects = [obj for obj in objects if obj["kind"] not in POD_KINDS]
     reason, waiting = waits if waits is not None else (WAITING_FOR_ROOT_SHARD, None)
@@ -122,6 +125,20 @@ def plan_front_proxy(
         delete_pdb=rendered.pdb is None and observed.get("PodDisruptionBudget") is not None,
         waiting=waiting,
         waiting_reason=reason,
-        missing_secrets=missing,
+        missing_secrets=[name for name in absent if name not in issued_by_operator(proxy, root)],
         missing_keys=missing_keys(pod_spec, secret_keys or {}, SPEC_FIELDS),
     )
+
+
+def issued_by_operator(proxy: FrontProxy, root: Shard) -> set[str]:
+    """The Secrets the operator issues that ``proxy`` mounts (its own, and the client CA
+    bundle of the root's installation): one of them not there yet is being issued (once the
+    root has rolled out), not "not found"; what keeps it from being issued is told as a PKI
+    problem."""
+    wanted = requests(proxy, root)
+    issued = {
+        request.secret for request in (*wanted.by_installation_ca, *wanted.by_requestheader_ca)
+    }
+    if issues_client_certificates(root):
+        issued.add(Names(root.name).client_ca)
+    return issued

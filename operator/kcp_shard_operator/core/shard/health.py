@@ -39,6 +39,11 @@ SHARD_NOT_REGISTERED = "ShardNotRegistered"
 VERIFIED = "Verified"
 
 MAX_FAILED_CHECKS = 3
+SETTLE_SECONDS = 30.0
+"""After a rollout, how long an unreachable shard is taken for its Service catching up with the
+new pods (its endpoints, the cluster DNS) rather than reported."""
+SETTLE_RETRY_SECONDS = 3.0
+"""How soon kcp is asked again meanwhile."""
 
 
 @dataclass(frozen=True)
@@ -284,6 +289,19 @@ def assess(subject: Subject, probe: Probe) -> Health:
 DATA_REASONS = (DATA_LOST, ROOT_DATA_LOST, SHARD_NOT_REGISTERED)
 NOT_READY_REASONS = frozenset({*DATA_REASONS, KCP_NOT_READY, SHARD_UNREACHABLE})
 _ORDER = {reason: rank for rank, reason in enumerate((*DATA_REASONS, KCP_NOT_READY))}
+
+
+def settling(probe: Probe, since_rollout: float) -> bool:
+    """Whether ``probe`` is not to be reported yet: the shard was unreachable within
+    SETTLE_SECONDS of its rollout's end (the Service does not route to the new pods yet; a
+    probe then says "Connection refused" or that the name does not resolve). kcp is asked
+    again after SETTLE_RETRY_SECONDS; an answer after the window is reported as it is."""
+    failure = probe.failure
+    return (
+        failure is not None
+        and failure.reason == SHARD_UNREACHABLE
+        and 0 <= since_rollout < SETTLE_SECONDS
+    )
 
 
 def no_admin_kubeconfig() -> Failure:

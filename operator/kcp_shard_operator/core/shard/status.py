@@ -9,6 +9,7 @@ from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
+    CHILD_NOT_FOUND,
     DATA_DURABLE,
     DEPRECATED_FLAG_DROPPED,
     READY,
@@ -56,6 +57,10 @@ class Observation:
     """``status.certificates``: the issued Secrets and when each expires."""
     health: Health | None = None
     """What kcp answered (:mod:`kcp_shard_operator.core.shard.health`); None while rolling out."""
+    missing_children: list[str] = field(default_factory=list)
+    """The children that serve the shard beside its Deployment (its Service, its claim) that
+    do not exist after the pass's writes, as "kind name": a rolled-out shard missing one is
+    neither Ready nor as expected."""
 
 
 def _problems(seen: Observation) -> list[tuple[str, str]]:
@@ -64,6 +69,8 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
     if seen.error:
         found.append((seen.error_reason, seen.error))
     found += [("ApplyFailed", error) for error in seen.apply_errors]
+    if seen.missing_children and rollout_complete(seen.deployment):
+        found.append((CHILD_NOT_FOUND, _not_found(seen.missing_children)))
     found += seen.storage_problems
     found += seen.pki_problems
     if seen.missing_secrets:
@@ -84,6 +91,10 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
     return found
 
 
+def _not_found(children: list[str]) -> str:
+    return f"{', '.join(children)} not found: the shard is not served as it should be"
+
+
 def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition]]:
     """The phase and conditions of ``shard`` given what was observed."""
     deployment = seen.deployment
@@ -94,7 +105,9 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     health = seen.health
     problems = (health.problems if health else []) + _problems(seen)
 
-    if complete and health and health.not_ready:
+    if complete and seen.missing_children:
+        ready = Condition(READY, False, CHILD_NOT_FOUND, _not_found(seen.missing_children))
+    elif complete and health and health.not_ready:
         ready = Condition(READY, False, *health.not_ready)
     elif complete:
         ready = Condition(

@@ -178,4 +178,6 @@ def invalid_status(previous: JSON | None, generation: int, problem: str, now: st
 
 
 ROOT_SHARD_NOT_FOUND = "RootShardNotFound"
+CHILD_NOT_FOUND = "ChildNotFound"
+"""Ready is False: a child that serves the object besides its Deployment does not exist."""
 CACHE_SERVER_NOT_FOUND = "CacheServerNotFound"

@@ -81,17 +81,26 @@ STUCK_CONTAINER_REASONS = frozenset(
 
 
 MAX_REPORTED_PODS = 3
+WAITING_FOR_CLAIMS = "pod has unbound immediate PersistentVolumeClaims"
+"""The scheduler's word for a pod whose claim is not bound yet: the claim's provisioning is
+under way (a Pending claim that cannot be bound is reported as such, by the storage checks)."""
 
 
 def pod_problems(pods: list[JSON]) -> list[str]:
-    """Why pods of the shard do not run: unschedulable, image or start-up failures."""
+    """Why pods of the shard do not run: unschedulable (other than waiting for their claims to
+    bind), image or start-up failures."""
     problems: list[str] = []
     for pod in sorted(pods, key=lambda p: str(p.get("metadata", {}).get("name", ""))):
         name = pod.get("metadata", {}).get("name", "")
         status = pod.get("status") or {}
         for cond in status.get("conditions") or []:
-            if cond.get("type") == "PodScheduled" and cond.get("reason") == "Unschedulable":
-                problems.append(f"pod {name} cannot be scheduled: {cond.get('message', '')}")
+            message = str(cond.get("message", ""))
+            if (
+                cond.get("type") == "PodScheduled"
+                and cond.get("reason") == "Unschedulable"
+                and WAITING_FOR_CLAIMS not in message
+            ):
+                problems.append(f"pod {name} cannot be scheduled: {message}")
         for container in status.get("containerStatuses") or []:
             waiting = (container.get("state") or {}).get("waiting") or {}
             if waiting.get("reason") in STUCK_CONTAINER_REASONS:
