@@ -1,5 +1,8 @@
 """The Helm chart rendered by the pinned helm: sync with the CRD and install.yaml, values schema,
-security settings, RBAC scope, peering, PodDisruptionBudget and Shards from values."""
+security settings, RBAC scope, peering, PodDisruptionBudget and Shards from values.
+
+End-to-end (marker ``e2e``) although no cluster is involved: the pinned helm is built from its
+Go module when the tools directory lacks it, and the unit tests build nothing."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ from tests.chart import (
     render,
     template,
 )
+
+pytestmark = pytest.mark.e2e
 
 SCHEMA = json.loads((CHART / "values.schema.json").read_text())
 CHART_META = yaml.safe_load((CHART / "Chart.yaml").read_text())
