@@ -127,13 +127,24 @@ kwok_up() {
     log "kwok cluster ${CLUSTER_NAME} exists; starting any stopped component"
     kw start cluster
   else
-    local config
+    local config lock_fd
     config="$(mktemp --suffix .kwokctl.yaml)"
     write_kwokctl_config "${config}"
+    # kwokctl gives each component the highest port below 32767 that is free and that no
+    # other cluster's config in the workdir names yet: clusters created at the same time (the
+    # e2e tests' xdist workers) would get the same ports. One creation at a time.
+    mkdir -p "${KWOK_WORKDIR}"
+    exec {lock_fd}>"${KWOK_WORKDIR}/create.lock"
+    if ! flock -n "${lock_fd}"; then
+      log "another kwok cluster is being created; waiting for it"
+      flock -w 600 "${lock_fd}" || die "${KWOK_WORKDIR}/create.lock still held after 600s"
+    fi
     log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
     # An empty --kubeconfig keeps kwokctl from editing any kubeconfig (default ~/.kube/config).
+    # The components it starts outlive it: they must not inherit the lock.
     kw --config "${config}" create cluster \
-      --kubeconfig "" --wait "${WAIT_TIMEOUT}"
+      --kubeconfig "" --wait "${WAIT_TIMEOUT}" {lock_fd}>&-
+    exec {lock_fd}>&-
     rm -f "${config}"
   fi
   mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"
