@@ -37,8 +37,8 @@ fmt: install ## format and autofix
 	$(BIN)/ruff check --fix operator testkit tests bench
 
 .PHONY: unit
-unit: install ## unit tests only (no cluster)
-	$(BIN)/pytest -q -m 'not e2e'
+unit: install ## unit tests only (no cluster, no tool built), on every core (pytest-xdist)
+	$(BIN)/pytest -q -m 'not e2e' -n auto
 
 .PHONY: test
 test: install ## everything CI runs: build missing tools, lint, unit and e2e tests
