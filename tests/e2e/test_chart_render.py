@@ -539,8 +539,11 @@ def test_dockerfile_matches_the_chart() -> None:
     assert len(stages) == 2, "multi-stage: build, then runtime"
     build, runtime = stages
     assert build[0].endswith(" AS build")
-    assert any("pip wheel" in line for line in build)
-    assert any("pip install /wheels/kcp_shard_operator-" in line for line in build)
+    assert any("pip wheel --no-deps" in line for line in build)
+    # The dependencies as the lock pins them, then the package's wheel without dependencies.
+    install = next(line for line in build if "--require-hashes" in line)
+    assert "--require-hashes -r requirements-runtime.lock" in install
+    assert "pip install --no-index --no-deps kcp_shard_operator-" in install
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     users = [line.split()[1] for line in runtime if line.startswith("USER ")]
     assert users == [f"{values['runAsUser']}:{values['runAsGroup']}"]
