@@ -10,9 +10,9 @@ Under pytest-xdist (``-n N --dist loadgroup``, as hack/run-tests.sh runs them) e
 session of its own with a cluster of its own (named after the worker's process id), whose tests
 run one after the other, each in a namespace of its own with an operator process watching only
 that namespace, as in a session without xdist. Tests that share a module or session fixture too
-costly to start on every worker (local kcp processes) carry ``pytest.mark.xdist_group``: one
-worker runs all of them. xdist hands out such groups before single tests (it orders the work by
-its number of tests), so these, the longest, start first.
+costly to start on every worker (local kcp processes) are in an ``xdist_group``: one worker runs
+all of them. xdist hands out such groups before single tests (it orders the work by its number
+of tests), so these, the longest, start first.
 """
 
 from __future__ import annotations
@@ -50,6 +50,16 @@ from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 from .capture import uncaptured
 
 CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+SHARED_KCP_GROUP = pytest.mark.xdist_group("sharded-kcp")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the session's sharded kcp (``tests.e2e.kcp_fixture``), whatever its
+    module, joins one ``xdist_group``: one worker starts that kcp and runs them all."""
+    for item in items:
+        if isinstance(item, pytest.Function) and "sharded_kcp" in item.fixturenames:
+            item.add_marker(SHARED_KCP_GROUP)
 
 
 @pytest.hookimpl(wrapper=True)

@@ -25,8 +25,7 @@ from testkit.wait import wait_for
 from .kcp import KcpProcess, ShardedKcp, client_certificate, identity, root_state
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
-# One worker runs this module and test_cleanup_operator.py under xdist: they share sharded_kcp.
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("sharded-kcp")]
+pytestmark = pytest.mark.e2e
 STAYS_GONE_WINDOW = 10
 """Seconds the deleted ConfigMap is watched on the stand-in; the old controller writes it
 again at once, within a second of the delete (logged by the test that shows it)."""

@@ -26,8 +26,7 @@ from .kcp import ShardedKcp, identity, root_state
 from .shards import Kubectl, apply, events, get, patch_spec, placeholder_secrets, shard, wait_ready
 
 pytest_plugins = ("tests.e2e.kcp_fixture",)
-# One worker runs this module and test_cleanup_cli.py under xdist: they share sharded_kcp.
-pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks, pytest.mark.xdist_group("sharded-kcp")]
+pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks]
 
 CLEANED = "IdentityCacheCleaned"
 ADMIN_SECRET = "shard-1-admin"
