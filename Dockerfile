@@ -1,7 +1,8 @@
-# The kcp-shard-operator image. Stage 1 builds the package into a wheel and
-# installs it with its dependencies into a virtualenv; stage 2 copies only that
-# virtualenv onto the same base and runs as a non-root numeric user (the chart's
-# runAsUser/runAsGroup), with no build tools and no pip cache.
+# The kcp-shard-operator image. Stage 1 installs the dependencies exactly as
+# requirements-runtime.lock pins them (hashes checked; `make lock` writes it) and then
+# the package's wheel alone into a virtualenv; stage 2 copies only that virtualenv onto
+# the same base and runs as a non-root numeric user (the chart's runAsUser/runAsGroup),
+# with no build tools and no pip cache.
 #
 #   docker build -t kcp-shard-operator:0.1.0 .
 #   kind load docker-image kcp-shard-operator:0.1.0      # for a kind cluster
@@ -9,8 +10,9 @@
 #
 # BASE_IMAGE is any Debian-like image with python3 (3.11) and its venv module:
 # `make image` (hack/image.sh) builds one from Debian packages when no registry
-# is reachable, and adds a wheelhouse/ of the package and its dependencies built
-# on the host, so that pip in the build stage needs no network.
+# is reachable, and adds a wheelhouse/ of the package's wheel and the locked
+# dependencies' wheels fetched on the host, so that pip in the build stage needs no
+# network.
 #
 # The root filesystem can be read-only: the operator writes only to /tmp
 # (the chart mounts an emptyDir there).
@@ -20,15 +22,13 @@ FROM ${BASE_IMAGE} AS build
 ENV PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 WORKDIR /src
-COPY pyproject.toml README.md wheelhouse* ./
+COPY pyproject.toml README.md requirements-runtime.lock wheelhouse* ./
 COPY operator ./operator
 RUN python3 -m venv /opt/kcp-shard-operator \
- && if ls kcp_shard_operator-*.whl >/dev/null 2>&1; then \
-      /opt/kcp-shard-operator/bin/pip install --no-index --find-links . kcp_shard_operator-*.whl; \
-    else \
-      /opt/kcp-shard-operator/bin/pip wheel --no-deps --wheel-dir /wheels . \
-      && /opt/kcp-shard-operator/bin/pip install /wheels/kcp_shard_operator-*.whl; \
-    fi \
+ && if ls kcp_shard_operator-*.whl >/dev/null 2>&1; then wheels="--no-index --find-links ."; \
+    else wheels=""; /opt/kcp-shard-operator/bin/pip wheel --no-deps --wheel-dir . .; fi \
+ && /opt/kcp-shard-operator/bin/pip install ${wheels} --require-hashes -r requirements-runtime.lock \
+ && /opt/kcp-shard-operator/bin/pip install --no-index --no-deps kcp_shard_operator-*.whl \
  && /opt/kcp-shard-operator/bin/kcp-shard-operator --help >/dev/null
 
 FROM ${BASE_IMAGE}

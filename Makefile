@@ -14,15 +14,35 @@ export KUBECONFIG ?= $(CURDIR)/.cluster/kubeconfig
 help: ## list targets
 	@grep -hE '^[a-zA-Z0-9_-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-18s %s\n", $$1, $$2}'
 
-$(BIN)/kcp-shard-operator: pyproject.toml
-	@echo ">> creating $(VENV) and installing the package with test and docs extras"
+# The Python dependencies, pinned with their hashes by `make lock` (pip-tools' pip-compile):
+# requirements-runtime.lock the package's own (the image installs these), requirements.lock
+# those and the test and docs extras and the build backend, at the same versions (.venv).
+RUNTIME_LOCK := requirements-runtime.lock
+LOCK := requirements.lock
+PIP_TOOLS_VERSION := 7.6.2
+LOCK_VENV := .venv-lock
+PIP_COMPILE = CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet \
+  --generate-hashes --allow-unsafe --strip-extras --no-emit-find-links $(LOCK_ARGS)
+
+$(BIN)/kcp-shard-operator: pyproject.toml $(LOCK)
+	@echo ">> creating $(VENV): the dependencies of $(LOCK), then the package (editable)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test,docs]'
+	$(BIN)/pip install -q --require-hashes -r $(LOCK)
+	$(BIN)/pip install -q --no-deps --no-build-isolation -e .
+	$(BIN)/pip check  # a dependency pyproject.toml names and $(LOCK) lacks: run `make lock`
 	@touch $@
 
 .PHONY: install
-install: $(BIN)/kcp-shard-operator ## create .venv with an editable install and the test and docs extras
+install: $(BIN)/kcp-shard-operator ## create .venv from requirements.lock (test and docs extras), the package editable
+
+$(LOCK_VENV)/bin/pip-compile:
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/pip install -q 'pip-tools==$(PIP_TOOLS_VERSION)'
+
+.PHONY: lock
+lock: $(LOCK_VENV)/bin/pip-compile ## pin the Python dependencies from pyproject.toml (LOCK_ARGS=--upgrade: newest)
+	$(PIP_COMPILE) -o $(RUNTIME_LOCK) pyproject.toml
+	$(PIP_COMPILE) --all-extras --build-deps-for editable -c $(RUNTIME_LOCK) -o $(LOCK) pyproject.toml
 
 .PHONY: lint
 lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (the layers)
@@ -41,8 +61,8 @@ fmt: install ## format and autofix
 	$(BIN)/ruff check --fix operator testkit tests bench
 
 .PHONY: unit
-unit: install ## unit tests only (no cluster)
-	$(BIN)/pytest -q -m 'not e2e'
+unit: install ## unit tests only (no cluster, no tool built), on every core (pytest-xdist)
+	$(BIN)/pytest -q -m 'not e2e' -n auto
 
 .PHONY: test
 test: install ## everything CI runs: build missing tools, lint, unit and e2e tests

@@ -36,8 +36,28 @@ WAIT_TIMEOUT="${CLUSTER_WAIT_TIMEOUT:-180s}"
 
 kubectl_c() { kubectl --kubeconfig "${CLUSTER_KUBECONFIG}" "$@"; }
 
-# KwokctlConfiguration with the options that have no command-line flag.
+# Six ports for a new cluster's components, from 32766 down as kwokctl picks them, that no
+# kwok.yaml in the workdir names and no socket uses. kwokctl would pick free ones itself, but it
+# sees neither the ports of the clusters being created beside it nor those of a stopped
+# component (the binary runtime records no host ports): a cluster created while the e2e tests
+# have stopped another's API server would take its port. Run under the creation lock of kwok_up.
+kwok_free_ports() {
+  local wanted=6 port=32767 taken
+  taken=" $(cat "${KWOK_WORKDIR}"/clusters/*/kwok.yaml 2>/dev/null |
+    sed -n 's/^ *[A-Za-z]*[Pp]ort: \([0-9][0-9]*\)$/\1/p' | tr '\n' ' ') "
+  taken+=" $(ss -Htan | awk '{ sub(/.*:/, "", $4); print $4 }' | tr '\n' ' ') "
+  while ((wanted > 0 && port > 10000)); do
+    port=$((port - 1))
+    [[ "${taken}" == *" ${port} "* ]] && continue
+    echo "${port}"
+    wanted=$((wanted - 1))
+  done
+}
+
+# KwokctlConfiguration FILE PORT...: the options that have no command-line flag, and the
+# components' ports (kwok_free_ports).
 write_kwokctl_config() {
+  local ports=("${@:2}")
   cat >"$1" <<EOF
 apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokctlConfiguration
@@ -56,6 +76,12 @@ options:
   etcdBinary: ${KWOK_ETCD_BINARY}
   kwokControllerBinary: ${KWOK_CONTROLLER_BINARY}
   kubeAuditPolicy: "${CLUSTER_AUDIT_POLICY:-}"
+  etcdPeerPort: ${ports[0]}
+  etcdPort: ${ports[1]}
+  kubeApiserverPort: ${ports[2]}
+  kubeControllerManagerPort: ${ports[3]}
+  kubeSchedulerPort: ${ports[4]}
+  kwokControllerPort: ${ports[5]}
 componentsPatches:
 # The API server's default Service range is a /24: about 250 Services, fewer than the
 # Shards a benchmark creates.
@@ -127,13 +153,25 @@ kwok_up() {
     log "kwok cluster ${CLUSTER_NAME} exists; starting any stopped component"
     kw start cluster
   else
-    local config
+    local config lock_fd ports
+    # One creation at a time (the e2e tests' xdist workers each create one): the ports
+    # kwok_free_ports picks are taken once the cluster is up.
+    mkdir -p "${KWOK_WORKDIR}"
+    exec {lock_fd}>"${KWOK_WORKDIR}/create.lock"
+    if ! flock -n "${lock_fd}"; then
+      log "another kwok cluster is being created; waiting for it"
+      flock -w 600 "${lock_fd}" || die "${KWOK_WORKDIR}/create.lock still held after 600s"
+    fi
+    mapfile -t ports < <(kwok_free_ports)
+    ((${#ports[@]} == 6)) || die "no 6 free ports below 32767 for the components of ${CLUSTER_NAME}"
     config="$(mktemp --suffix .kwokctl.yaml)"
-    write_kwokctl_config "${config}"
+    write_kwokctl_config "${config}" "${ports[@]}"
     log "creating kwok cluster ${CLUSTER_NAME} (binary runtime, Kubernetes ${KUBERNETES_VERSION}, workdir ${KWOK_WORKDIR})"
     # An empty --kubeconfig keeps kwokctl from editing any kubeconfig (default ~/.kube/config).
+    # The components it starts outlive it: they must not inherit the lock.
     kw --config "${config}" create cluster \
-      --kubeconfig "" --wait "${WAIT_TIMEOUT}"
+      --kubeconfig "" --wait "${WAIT_TIMEOUT}" {lock_fd}>&-
+    exec {lock_fd}>&-
     rm -f "${config}"
   fi
   mkdir -p "$(dirname "${CLUSTER_KUBECONFIG}")"

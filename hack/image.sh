@@ -66,11 +66,16 @@ cmd_operator() {
   # shellcheck disable=SC2064
   trap "rm -rf '${context}'" EXIT
   cp -r "${REPO_DIR}/Dockerfile" "${REPO_DIR}/.dockerignore" "${REPO_DIR}/pyproject.toml" \
-    "${REPO_DIR}/README.md" "${REPO_DIR}/operator" "${context}/"
+    "${REPO_DIR}/README.md" "${REPO_DIR}/requirements-runtime.lock" "${REPO_DIR}/operator" \
+    "${context}/"
   find "${context}/operator" -name __pycache__ -prune -exec rm -rf {} +
-  log "building the wheelhouse (the package and its dependencies) on the host"
+  log "building the wheelhouse (the locked dependencies' wheels and the package's) on the host"
   make -C "${REPO_DIR}" --no-print-directory install >&2
-  "${REPO_DIR}/.venv/bin/pip" wheel -q --wheel-dir "${context}/wheelhouse" "${context}" >&2
+  # The wheels themselves, not wheels built here: their hashes are the lock's.
+  "${REPO_DIR}/.venv/bin/pip" download -q --require-hashes --no-deps --only-binary=:all: \
+    -r "${context}/requirements-runtime.lock" -d "${context}/wheelhouse" >&2
+  "${REPO_DIR}/.venv/bin/pip" wheel -q --no-deps --no-build-isolation \
+    --wheel-dir "${context}/wheelhouse" "${context}" >&2
   log "building ${OPERATOR_IMAGE} on ${base}"
   docker build -q --build-arg "BASE_IMAGE=${base}" -t "${OPERATOR_IMAGE}" "${context}" >/dev/null
   rm -rf "${context}"

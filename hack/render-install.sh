@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Print manifests/install.yaml: a Namespace, the CRDs and the operator, rendered
 # from charts/kcp-shard-operator with its default values by `helm template`.
-# `make manifests` writes it; tests/unit/chart/test_chart.py checks that it is in sync.
+# `make manifests` writes it; tests/e2e/test_chart_render.py checks that it is in sync.
 #
 # Environment: INSTALL_NAMESPACE (default kcp-shard-operator),
 #              RELEASE_NAME (default kcp-shard-operator).

@@ -29,10 +29,16 @@ step "lint: ruff check, ruff format --check, mypy --strict, lint-imports"
 step "docs: mkdocs build --strict"
 "${BIN}/mkdocs" build --strict
 
-step "pytest: unit and end-to-end tests"
+# pytest-xdist workers for the unit and kwok e2e tests. Each worker starts a kwok cluster of its
+# own; most of an e2e test's time is spent waiting (on kcp starting, on the operator's passes),
+# so more workers than the 2 cores pay off.
+PYTEST_WORKERS="${PYTEST_WORKERS:-3}"
+step "pytest: unit and end-to-end tests (${PYTEST_WORKERS} xdist workers)"
 set +e
 # The kind tests (real pods) are their own targets: make e2e-kind, make e2e-upgrade.
-"${BIN}/pytest" -v --durations=15 --timeout=900 -m "not kind" "$@"
+# --dist loadgroup: tests that share kcp processes (marked xdist_group) run on one worker.
+"${BIN}/pytest" -v --durations=15 --timeout=900 -n "${PYTEST_WORKERS}" --dist loadgroup \
+  -m "not kind" "$@"
 code=$?
 set -e
 if [[ ${code} -eq 5 ]]; then

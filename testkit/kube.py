@@ -6,6 +6,7 @@ import base64
 import json
 import secrets
 import subprocess
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,6 +130,11 @@ def delete_shards(cluster: Cluster, namespace: str, timeout: float = 60) -> None
         log(f"could not delete the Shards in {namespace}: {err}")
 
 
+NO_CONDITIONS_YET = ".status.conditions accessor error"
+"""What ``kubectl wait --for=condition=...`` says of an object whose ``status.conditions`` is
+still null, as a CRD's is right after it is created: it fails at once instead of waiting."""
+
+
 def apply_crds(cluster: Cluster, path: Path, timeout: float = 60) -> list[str]:
     """Apply the CRDs in ``path`` and wait until each is Established; return their names."""
     with path.open() as stream:
@@ -140,13 +146,22 @@ def apply_crds(cluster: Cluster, path: Path, timeout: float = 60) -> list[str]:
     ]
     assert names, f"no CustomResourceDefinition in {path}"
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-    cluster.kubectl(
-        "wait",
-        "--for=condition=Established",
-        f"--timeout={timeout:g}s",
-        *(f"crd/{name}" for name in names),
-    )
-    return names
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(deadline - time.monotonic(), 1.0)
+        try:
+            cluster.kubectl(
+                "wait",
+                "--for=condition=Established",
+                f"--timeout={left:g}s",
+                *(f"crd/{name}" for name in names),
+                timeout=left + 30,
+            )
+            return names
+        except KubectlError as err:
+            if NO_CONDITIONS_YET not in err.stderr or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.2)
 
 
 def token_cluster(

@@ -5,6 +5,14 @@ By default each session starts its own kwok cluster (``hack/cluster.sh``, name
 and deletes it at the end, also after failures and SIGTERM; clusters of sessions that died are
 deleted at the next start. ``E2E_USE_EXISTING_CLUSTER=1`` uses the cluster in ``KUBECONFIG``
 instead and leaves it running; ``E2E_KEEP_CLUSTER=1`` keeps the started cluster for debugging.
+
+Under pytest-xdist (``-n N --dist loadgroup``, as hack/run-tests.sh runs them) each worker is a
+session of its own with a cluster of its own (named after the worker's process id), whose tests
+run one after the other, each in a namespace of its own with an operator process watching only
+that namespace, as in a session without xdist. Tests that share a module or session fixture too
+costly to start on every worker (local kcp processes) are in an ``xdist_group``: one worker runs
+all of them. xdist hands out such groups before single tests (it orders the work by its number
+of tests), so these, the longest, start first.
 """
 
 from __future__ import annotations
@@ -42,6 +50,16 @@ from testkit.tools import CLUSTER_TOOLS, CRD_FILE, build_tools, log
 from .capture import uncaptured
 
 CALL_REPORT = pytest.StashKey[pytest.TestReport]()
+SHARED_KCP_GROUP = pytest.mark.xdist_group("sharded-kcp")
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test that uses the session's sharded kcp (``tests.e2e.kcp_fixture``), whatever its
+    module, joins one ``xdist_group``: one worker starts that kcp and runs them all."""
+    for item in items:
+        if isinstance(item, pytest.Function) and "sharded_kcp" in item.fixturenames:
+            item.add_marker(SHARED_KCP_GROUP)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -94,7 +112,14 @@ def _stop_cluster(script_env: dict[str, str]) -> None:
 @pytest.fixture(scope="session")
 def cluster(pytestconfig: pytest.Config) -> Iterator[Cluster]:
     """A running cluster with kubectl and helm on the PATH of ``cluster.env``."""
-    if os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1":
+    existing = os.environ.get("E2E_USE_EXISTING_CLUSTER") == "1"
+    xdist_workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if (existing or os.environ.get("E2E_CLUSTER_NAME")) and xdist_workers > 1:
+        pytest.fail(
+            "E2E_USE_EXISTING_CLUSTER=1 or E2E_CLUSTER_NAME names one cluster, which every "
+            "xdist worker would then use (and start, stop, count requests of): run without -n"
+        )
+    if existing:
         with uncaptured(pytestconfig):
             found = _existing_cluster()
         yield found

@@ -26,7 +26,8 @@ from .capture import uncaptured
 from .kcp import ShardedKcp, kcp_binaries, start_sharded_kcp
 from .shards import Kubectl, apply, events, get, shard
 
-pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks]
+# One worker runs this module under xdist: its tests share the module's kcp.
+pytestmark = [pytest.mark.e2e, pytest.mark.kcp_checks, pytest.mark.xdist_group("health-kcp")]
 
 DATA_UID_PATH = "/clusters/system:shard/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
 REGISTRATION_PATH = "/clusters/root/apis/core.kcp.io/v1alpha1/shards/shard-1"
