@@ -35,7 +35,7 @@ from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 from kcp_shard_operator.identitycache.target import server_url
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 DEFAULT_NAMESPACE = "default"
 """The namespace when neither -n nor the context names one, as for kubectl."""

@@ -58,7 +58,7 @@ from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.identitycache import policy
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 T = TypeVar("T")
 FORMATS = ("table", "json", "yaml")

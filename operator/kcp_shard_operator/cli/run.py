@@ -34,7 +34,8 @@ from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.core.kcp.versions import InvalidVersionError
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import Kube, user_agent
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
+from kcp_shard_operator.kube.credentials import Credentials
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 LOG_FORMATS = {
     "text": kopf.LogFormat.PLAIN,

@@ -30,7 +30,7 @@ from kcp_shard_operator.identitycache.policy import (
     cluster_path,
 )
 from kcp_shard_operator.kube.client import UnreachableError
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 PROBE_TIMEOUT = 5.0
 """Seconds per request: a pass asks at most three questions while it holds the Shard's lock."""

@@ -34,7 +34,8 @@ from kcp_shard_operator.identitycache.policy import (
 )
 from kcp_shard_operator.identitycache.target import base_url, load_target
 from kcp_shard_operator.kube.client import HTTP, UnreachableError
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
+from kcp_shard_operator.kube.credentials import Credentials
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 DEFAULT_TIMEOUT = 10.0
 MAX_ANSWER_BYTES = 4 * 1024 * 1024

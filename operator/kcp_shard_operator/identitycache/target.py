@@ -12,7 +12,8 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from kcp_shard_operator.core.pki.issuance import SHARD_BASE_CONTEXT
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError, from_kubeconfig
+from kcp_shard_operator.kube.credentials import Credentials, from_kubeconfig
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 
 def server_url(server: str) -> str:

@@ -31,7 +31,8 @@ from kcp_shard_operator.constants import (
     SHARD_PLURAL,
 )
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
+from kcp_shard_operator.kube.credentials import Credentials
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 PLURALS = {
     "ConfigMap": "configmaps",

@@ -11,8 +11,6 @@ password).
 from __future__ import annotations
 
 import atexit
-import base64
-import binascii
 import datetime
 import logging
 import os
@@ -23,7 +21,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, cast
-from urllib.parse import quote, urlsplit
+from urllib.parse import urlsplit
 
 import yaml
 from kubernetes.client import Configuration
@@ -36,25 +34,26 @@ from kubernetes.config.kube_config import (
     KubeConfigMerger,
 )
 
+from kcp_shard_operator.kube.kubeconfig import (
+    CredentialsError,
+    check_header,
+    impersonation,
+    inline_to_files,
+    named,
+    not_a_kubeconfig,
+    one_line,
+    refuse_references,
+    refuse_unsupported,
+    section_names,
+    yaml_problem,
+)
+
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SOURCES = (
     "--kubeconfig, else $KUBECONFIG (its files merged), else in a pod its ServiceAccount, else "
     "~/.kube/config; --context picks a context"
 )
 """Where :func:`load` finds the credentials, for the commands' help."""
-SUPPORTED_AUTH_PROVIDERS = ("oidc",)
-"""kubectl itself dropped the gcp and azure auth-providers for their exec plugins."""
-INLINE = (
-    ("clusters", "cluster", "certificate-authority"),
-    ("users", "user", "client-certificate"),
-    ("users", "user", "client-key"),
-)
-"""The kubeconfig fields whose ``-data`` form the library writes to a file of its own."""
-FILE_FIELDS = ("certificate-authority", "client-certificate", "client-key", "tokenFile")
-
-
-class CredentialsError(Exception):
-    """No usable credentials: the message says what is missing or not supported."""
 
 
 class Credentials:
@@ -125,10 +124,10 @@ class Credentials:
                     with _plugin_errors() as errors:
                         self._renew()
                 except (ConfigException, OSError) as err:
-                    raise CredentialsError(f"renewing the credentials: {_one_line(err)}") from None
+                    raise CredentialsError(f"renewing the credentials: {one_line(err)}") from None
                 if errors:
                     raise CredentialsError(f"renewing the credentials: {errors[-1]}")
-                _check_header(self.authorization(), "the renewed token")
+                check_header(self.authorization(), "the renewed token")
                 self.generation += 1
 
     def close(self) -> None:
@@ -136,25 +135,6 @@ class Credentials:
         if self._files is not None:
             shutil.rmtree(self._files, ignore_errors=True)
             self._files = None
-
-
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
-
-def _check_header(value: str | None, what: str) -> None:
-    """Refuse a credential that cannot stand in an HTTP header, without quoting it: a line
-    break would end the header (and could start another one), and HTTP clients refuse control
-    and non-ASCII characters with an error that quotes the whole header."""
-    if value is None:
-        return
-    if "\n" in value or "\r" in value:
-        problem = "a line break"
-    elif not all(char == "\t" or " " <= char <= "~" for char in value):
-        problem = "a control or non-ASCII character"
-    else:
-        return
-    raise CredentialsError(f"{what} cannot form an HTTP header: it holds {problem}")
 
 
 @contextmanager
@@ -213,11 +193,11 @@ def in_cluster(environ: Mapping[str, str]) -> Credentials:
     try:
         loader.load_and_set(configuration)
     except (ConfigException, OSError) as err:
-        raise CredentialsError(f"the pod's ServiceAccount: {_one_line(err)}") from None
+        raise CredentialsError(f"the pod's ServiceAccount: {one_line(err)}") from None
     found = Credentials(
         configuration, lambda: loader.load_and_set(configuration), namespace=_pod_namespace()
     )
-    _check_header(found.authorization(), "the ServiceAccount token")
+    check_header(found.authorization(), "the ServiceAccount token")
     return found
 
 
@@ -240,11 +220,11 @@ def from_files(paths: list[str], context: str | None = None) -> Credentials:
     try:
         merger = KubeConfigMerger(ENV_KUBECONFIG_PATH_SEPARATOR.join(existing))
     except yaml.YAMLError as err:
-        raise CredentialsError(f"kubeconfig: {_yaml_problem(err)}") from None
+        raise CredentialsError(f"kubeconfig: {yaml_problem(err)}") from None
     except OSError as err:
-        raise CredentialsError(f"kubeconfig: cannot be read: {_one_line(err)}") from None
+        raise CredentialsError(f"kubeconfig: cannot be read: {one_line(err)}") from None
     except (ConfigException, AttributeError, TypeError) as err:
-        raise CredentialsError(f"kubeconfig: {_not_a_kubeconfig(err)}") from None
+        raise CredentialsError(f"kubeconfig: {not_a_kubeconfig(err)}") from None
     if context is None:
         currents = [
             cast(dict[str, Any], c).get("current-context") for c in merger.config_files.values()
@@ -272,113 +252,21 @@ def from_kubeconfig(
     try:
         config = yaml.safe_load(raw)
     except yaml.YAMLError as err:
-        raise CredentialsError(_yaml_problem(err)) from None
+        raise CredentialsError(yaml_problem(err)) from None
     if not isinstance(config, dict):
         raise CredentialsError("not a kubeconfig mapping")
-    names = _names(config, "contexts")
+    names = section_names(config, "contexts")
     if context is None:
         context = preferred if preferred in names else config.get("current-context") or None
     if inline_only:
-        _refuse_references(config, context)
+        refuse_references(config, context)
     folder = Path(tempfile.mkdtemp(prefix="client-", dir=_key_root()))
     try:
-        written = _inline_to_files(config, folder, context)
+        written = inline_to_files(config, folder, context)
         return _load(written, context, what="", base_path=str(base_dir or ""), files=folder)
     except BaseException:
         shutil.rmtree(folder, ignore_errors=True)
         raise
-
-
-def _yaml_problem(err: yaml.YAMLError) -> str:
-    # The parser's message quotes the offending text, which may be a token: position only.
-    mark = getattr(err, "problem_mark", None)
-    where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-    return f"not valid YAML{where}"
-
-
-def _not_a_kubeconfig(err: BaseException) -> str:
-    if isinstance(err, ConfigException):
-        return _one_line(err)
-    return "not a kubeconfig (a mapping with clusters, contexts and users)"
-
-
-def _items(config: Mapping[str, Any], section: str) -> list[dict[str, Any]]:
-    """A section's entries; the library's merger wraps each in a node holding ``value``."""
-    entries = config.get(section) or []
-    if not isinstance(entries, list):
-        raise CredentialsError(f"{section} is not a list")
-    found = [getattr(entry, "value", entry) for entry in entries]
-    if not all(isinstance(entry, dict) for entry in found):
-        raise CredentialsError(f"{section} holds an entry that is not a mapping")
-    return cast(list[dict[str, Any]], found)
-
-
-def _names(config: Mapping[str, Any], section: str) -> list[str]:
-    return [str(entry.get("name")) for entry in _items(config, section)]
-
-
-def _named(config: Mapping[str, Any], section: str, name: str) -> dict[str, Any]:
-    singular = section[:-1]
-    for entry in _items(config, section):
-        if entry.get("name") == name:
-            value = entry.get(singular) or {}
-            if not isinstance(value, dict):
-                raise CredentialsError(f"{singular} {name!r} is not a mapping")
-            return cast(dict[str, Any], value)
-    raise CredentialsError(f"{singular} {name!r} not found")
-
-
-def _refuse_references(config: Mapping[str, Any], context: str | None) -> None:
-    if context not in _names(config, "contexts"):
-        return
-    ctx = _named(config, "contexts", str(context))
-    user = _named(config, "users", str(ctx["user"])) if ctx.get("user") else {}
-    cluster = _named(config, "clusters", str(ctx["cluster"])) if ctx.get("cluster") else {}
-    for key in ("exec", "auth-provider"):
-        if key in user:
-            raise CredentialsError(
-                f"context {context!r}: the user needs an {key} plugin, which a kubeconfig in a "
-                "Secret may not run; use a token or a client certificate"
-            )
-    for key in FILE_FIELDS:
-        if user.get(key) or cluster.get(key):
-            inline = "token" if key == "tokenFile" else f"{key}-data"
-            raise CredentialsError(
-                f"context {context!r}: {key} names a file, which a kubeconfig in a Secret may "
-                f"not read; use {inline}"
-            )
-
-
-def _inline_to_files(config: dict[str, Any], folder: Path, context: str | None) -> dict[str, Any]:
-    """``config`` with the inline certificates and key of ``context`` moved to files in
-    ``folder``: the library would write them to files of its own, kept until the process ends."""
-    if context not in _names(config, "contexts"):
-        return config
-    ctx = _named(config, "contexts", str(context))
-    refs = {"clusters": ctx.get("cluster"), "users": ctx.get("user")}
-    written = dict(config)
-    for section, singular, key in INLINE:
-        entries = _items(written, section)
-        for index, entry in enumerate(entries):
-            body = entry.get(singular)
-            if entry.get("name") != refs[section] or not isinstance(body, dict):
-                continue
-            if not body.get(f"{key}-data"):
-                continue
-            try:
-                content = base64.b64decode(str(body[f"{key}-data"]), validate=True)
-            except (binascii.Error, ValueError):
-                raise CredentialsError(
-                    f"context {context!r}: {key}-data is not valid base64"
-                ) from None
-            path = folder / key
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content)
-            fields = {name: value for name, value in body.items() if name != f"{key}-data"}
-            entries[index] = {**entry, singular: {**fields, key: str(path)}}
-        written[section] = entries
-    return written
 
 
 _KEY_ROOT: Path | None = None
@@ -417,7 +305,7 @@ def _load_context(
     config: Any, context: str | None, *, base_path: str | None, files: Path | None
 ) -> Credentials:
     plain = getattr(config, "value", config)
-    names = _names(plain, "contexts")
+    names = section_names(plain, "contexts")
     if not context:
         raise CredentialsError("no context given (--context) and no current-context")
     if context not in names:
@@ -425,12 +313,12 @@ def _load_context(
             f"context {context!r} not found (have: {', '.join(names) or 'none'})"
         )
     try:
-        ctx = _named(plain, "contexts", context)
-        cluster = _named(plain, "clusters", str(ctx.get("cluster", "")))
-        user = _named(plain, "users", str(ctx["user"])) if ctx.get("user") else {}
+        ctx = named(plain, "contexts", context)
+        cluster = named(plain, "clusters", str(ctx.get("cluster", "")))
+        user = named(plain, "users", str(ctx["user"])) if ctx.get("user") else {}
     except CredentialsError as err:
         raise CredentialsError(f"context {context!r}: {err}") from None
-    _refuse_unsupported(context, cluster, user)
+    refuse_unsupported(context, cluster, user)
     configuration = Configuration()
     try:
         loader = KubeConfigLoader(
@@ -442,7 +330,7 @@ def _load_context(
         with _plugin_errors() as errors:
             loader.load_and_set(configuration)
     except (ConfigException, OSError, ValueError, TypeError, KeyError, AttributeError) as err:
-        raise CredentialsError(f"context {context!r}: {_one_line(err)}") from None
+        raise CredentialsError(f"context {context!r}: {one_line(err)}") from None
     has_client_certificate = bool(configuration.cert_file)
     if "exec" in user and not (configuration.api_key or has_client_certificate):
         command = user["exec"].get("command") if isinstance(user["exec"], dict) else None
@@ -463,46 +351,10 @@ def _load_context(
         lambda: loader.load_and_set(configuration),
         context=context,
         namespace=str(ctx["namespace"]) if ctx.get("namespace") else None,
-        impersonation=_impersonation(context, user),
+        impersonation=impersonation(context, user),
         expiry=lambda: cast(datetime.datetime | None, loader.__dict__.get("expiry")),
         files=files,
     )
     token = configuration.api_key.get("BearerToken")
-    _check_header(str(token) if token else None, f"context {context!r}: the user's token")
+    check_header(str(token) if token else None, f"context {context!r}: the user's token")
     return found
-
-
-def _refuse_unsupported(context: str, cluster: Mapping[str, Any], user: Mapping[str, Any]) -> None:
-    if not cluster.get("server"):
-        raise CredentialsError(f"context {context!r}: the cluster has no server")
-    provider = user.get("auth-provider")
-    if provider is not None:
-        name = provider.get("name") if isinstance(provider, dict) else None
-        if name not in SUPPORTED_AUTH_PROVIDERS:
-            raise CredentialsError(
-                f"context {context!r}: the auth-provider {name!r} is not supported (kubectl "
-                "dropped it too); use its exec plugin (kubelogin, gke-gcloud-auth-plugin)"
-            )
-
-
-def _impersonation(context: str, user: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
-    """The ``Impersonate-*`` headers of the user's ``as``, ``as-uid``, ``as-groups`` and
-    ``as-user-extra``, as kubectl sends them."""
-    headers: list[tuple[str, str]] = []
-    if user.get("as"):
-        headers.append(("Impersonate-User", str(user["as"])))
-    if user.get("as-uid"):
-        headers.append(("Impersonate-Uid", str(user["as-uid"])))
-    headers += [("Impersonate-Group", str(group)) for group in user.get("as-groups") or []]
-    extra = user.get("as-user-extra") or {}
-    for key, values in extra.items():
-        for value in values if isinstance(values, list) else [values]:
-            headers.append((f"Impersonate-Extra-{quote(str(key), safe='')}", str(value)))
-    if headers and not user.get("as"):
-        raise CredentialsError(
-            f"context {context!r}: as-groups, as-uid or as-user-extra need a user to "
-            "impersonate (as)"
-        )
-    for name, value in headers:
-        _check_header(value, f"context {context!r}: {name}")
-    return tuple(headers)

@@ -11,7 +11,8 @@ from kubernetes.client import Configuration
 from kcp_shard_operator.cli import kubeconfig
 from kcp_shard_operator.cli.main import main
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.credentials import Credentials, CredentialsError
+from kcp_shard_operator.kube.credentials import Credentials
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 from tests.conftest import shard_object
 from tests.fake_kube import refused
 

@@ -19,7 +19,7 @@ from kcp_shard_operator.identitycache.policy import Outcome, Result
 from kcp_shard_operator.identitycache.target import load_target
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import no_answer_reason
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 from tests.conftest import non_root_object, shard_object
 from tests.fake_kube import SECRETS, Effects, FakeKube, context, rolled_out, secret, settle
 from tests.unit.controller.test_pass import condition, conditions, status

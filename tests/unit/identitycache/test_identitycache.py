@@ -32,7 +32,7 @@ from kcp_shard_operator.identitycache.policy import (
     root_logicalcluster_url,
 )
 from kcp_shard_operator.identitycache.target import base_url, load_target
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 from tests.conftest import RELEASE, make, non_root_object, shard_object
 
 ADMIN = {"adminKubeconfigSecretRef": {"name": "shard-1-admin"}}

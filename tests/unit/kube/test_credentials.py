@@ -17,7 +17,7 @@ import yaml
 
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import RefusedError, UnreachableError, error_message, path_of
-from kcp_shard_operator.kube.credentials import CredentialsError
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 PEM = b"-----BEGIN CERTIFICATE-----\nMARKER\n-----END CERTIFICATE-----\n"
 
