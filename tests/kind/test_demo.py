@@ -240,7 +240,7 @@ def test_samples_and_a_restart_of_every_pod_raise_no_false_alarm(
         data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="restart")
         old_pods = {name: pod_names(demo, ns, name) for name in shards}
         started = time.monotonic()
-        demo.kubectl("rollout", "restart", "deployment", "--all", "-n", ns)
+        demo.kubectl("rollout", "restart", "deployment", "-n", ns)
         for name in shards:
             wait_replaced(demo, ns, name, old_pods[name], 1, QUIET_TIMEOUT)
         for deployment in ("cache-cache", "kcp-front-proxy"):
