@@ -77,6 +77,19 @@ class Asked:
     rolled_out_at: float | None
 
 
+@dataclass(frozen=True)
+class Mounts:
+    """The Secrets a Shard's pods mount or whose CA signs its certificates, and the versions
+    (store sequence numbers) of the Shard, its installation's root (itself for a root shard)
+    and its FrontProxy they were made from."""
+
+    version: int
+    root: str
+    root_version: int | None
+    proxy: tuple[str, int | None] | None
+    secrets: frozenset[str]
+
+
 @dataclass
 class _Held:
     """A lock and how many passes hold or wait for it (freed when none does)."""
@@ -119,6 +132,9 @@ class Context:
     """Where the kcp probes and the identity-cache cleanup run, outside the passes."""
     vanished: Callable[[str, list[JSON]], None] = _nothing
     """What to do about objects of a kind a listing found gone (their owners' passes)."""
+    mounts: dict[str, Mounts] = field(default_factory=dict)
+    """Per Shard: what its pods mount, made again only when it, its root or its FrontProxy
+    changed (a Secret's event asks it of every Shard of the namespace)."""
     relists: Relists = field(default_factory=Relists)
     """Which watch events start a listing again (:mod:`resync`)."""
     post: Callable[[JSON, Event], None] = post_event
@@ -180,7 +196,7 @@ class Context:
     def forget(self, namespace: str, name: str, uid: str) -> None:
         """What the context keeps about the deleted object ``namespace/name`` (``uid``)."""
         key = f"{namespace}/{name}"
-        for kept in (self.probes, self.cleanup_failures, self.cleaned, self.routes):
+        for kept in (self.probes, self.cleanup_failures, self.cleaned, self.routes, self.mounts):
             kept.pop(key, None)
         for by_uid in (self.rolled_out, self.terminating):
             by_uid.pop(uid, None)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kcp_shard_operator.constants import CACHE_SERVER_KIND, SHARD_KIND
-from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.constants import CACHE_SERVER_KIND, FRONT_PROXY_KIND, SHARD_KIND
+from kcp_shard_operator.controller.context import Context, Logger, Mounts
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
 from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.shard import reconcile
@@ -17,9 +17,10 @@ from kcp_shard_operator.core.cacheserver.names import serving_secret
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.render import mounted
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
-from kcp_shard_operator.core.shard.spec import parse_shard
+from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 
 
 def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
@@ -38,23 +39,91 @@ def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
 
 def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
     """Shards of ``namespace`` whose pods may mount Secret ``secret``, or whose certificates
-    it signs (the installation's CA)."""
-    shards = {}
-    for body in ctx.store.select(SHARD_KIND, namespace, lambda _: True):
-        try:
-            shards[body["metadata"]["name"]] = parse_shard(body, ctx.settings.deprecating_release)
-        except SpecError:
-            continue
+    it signs (the installation's CA). What each Shard mounts is kept (``ctx.mounts``) and made
+    again only when the Shard, its root or its FrontProxy changed: a thousand Shards' issued
+    Secrets do not parse a thousand Shards each."""
+    shards = ctx.store.versions(SHARD_KIND, namespace)
     proxies = front_proxies(ctx, namespace)
+    proxy_versions = ctx.store.versions(FRONT_PROXY_KIND, namespace)
     names = []
-    for shard in shards.values():
-        ref = shard.spec.root_shard_ref
-        root = shard if ref is None else shards.get(ref.name)
-        proxy = serving(proxies, ref.name if ref else shard.name)
-        filled = pki.with_issued(shard, root, proxy=proxy)
-        if secret in filled.spec.secret_names or (root and secret == pki.ca_secret(root)):
-            names.append(shard.name)
+    for name, version in shards.items():
+        key = f"{namespace}/{name}"
+        mounts = ctx.mounts.get(key)
+        if mounts is None or not _current(mounts, version, shards, proxies, proxy_versions):
+            mounts = _mounts(ctx, namespace, name, shards, proxies, proxy_versions)
+            if mounts is None:
+                continue
+            ctx.mounts[key] = mounts
+        if secret in mounts.secrets:
+            names.append(name)
     return names
+
+
+def _proxy_key(
+    proxies: list[FrontProxy], proxy_versions: dict[str, int], root: str
+) -> tuple[str, int | None] | None:
+    proxy = serving(proxies, root)
+    return None if proxy is None else (proxy.name, proxy_versions.get(proxy.name))
+
+
+def _current(
+    mounts: Mounts,
+    version: int,
+    shards: dict[str, int],
+    proxies: list[FrontProxy],
+    proxy_versions: dict[str, int],
+) -> bool:
+    """Whether ``mounts`` was made from the Shard, root and FrontProxy held now."""
+    return (
+        mounts.version == version
+        and shards.get(mounts.root) == mounts.root_version
+        and mounts.proxy == _proxy_key(proxies, proxy_versions, mounts.root)
+    )
+
+
+def _mounts(
+    ctx: Context,
+    namespace: str,
+    name: str,
+    versions: dict[str, int],
+    proxies: list[FrontProxy],
+    proxy_versions: dict[str, int],
+) -> Mounts | None:
+    """What Shard ``name`` mounts (``versions``: the Shards' versions; nothing for an invalid
+    spec), None when it is gone."""
+    release = ctx.settings.deprecating_release
+    found = ctx.store.lookup(SHARD_KIND, namespace, name)[1]
+    if found is None:
+        return None
+    invalid = Mounts(
+        versions.get(name, 0),
+        name,
+        versions.get(name),
+        _proxy_key(proxies, proxy_versions, name),
+        frozenset(),
+    )
+    try:
+        shard = parse_shard(found, release)
+    except SpecError:
+        return invalid
+    ref = shard.spec.root_shard_ref
+    root: Shard | None = shard
+    if ref is not None:
+        body = ctx.store.lookup(SHARD_KIND, namespace, ref.name)[1]
+        try:
+            root = None if body is None else parse_shard(body, release)
+        except SpecError:
+            root = None
+    root_name = ref.name if ref else shard.name
+    filled = pki.with_issued(shard, root, proxy=serving(proxies, root_name))
+    signs = {pki.ca_secret(root)} if root is not None else set()
+    return Mounts(
+        version=versions.get(name, 0),
+        root=root_name,
+        root_version=versions.get(root_name),
+        proxy=_proxy_key(proxies, proxy_versions, root_name),
+        secrets=frozenset({*filled.spec.secret_names, *signs}),
+    )
 
 
 def front_proxies_using(ctx: Context, namespace: str, secret: str) -> list[str]:

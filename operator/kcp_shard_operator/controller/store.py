@@ -299,6 +299,13 @@ class Store:
             ]
         return [_parsed(text) for text in found]
 
+    def versions(self, kind: str, namespace: str) -> dict[str, int]:
+        """The objects of ``kind`` in ``namespace`` the store holds, each with the store's
+        sequence number of its last change (a cheap version to cache what is made of it)."""
+        with self._lock:
+            objects = self._objects.get((kind, namespace)) or {}
+            return {name: entry.seq for name, entry in objects.items() if entry.text is not None}
+
     def namespaces(self, kinds: Iterable[str]) -> set[str]:
         """The namespaces in which the store holds an object of one of ``kinds``."""
         wanted = set(kinds)

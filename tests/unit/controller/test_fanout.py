@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import copy
+from typing import Any
 
 import pytest
 
+from kcp_shard_operator.controller import fanout
 from kcp_shard_operator.controller.fanout import (
     dependents,
     reconcile_referencing,
@@ -14,6 +16,7 @@ from kcp_shard_operator.controller.fanout import (
 )
 from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.shard.spec import parse_shard
 from tests.conftest import non_root_object, shard_object
 from tests.fake_kube import (
     LOGGER,
@@ -134,3 +137,34 @@ def test_a_rotated_secret_rolls_the_pods_of_the_shards_mounting_it() -> None:
     writes = len(kube.writes)
     reconcile_referencing(ctx, "ns", "unrelated", LOGGER)
     assert len(kube.writes) == writes
+
+
+def test_what_each_shard_mounts_is_made_again_only_when_it_its_root_or_proxy_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Secret's event asks every Shard of the namespace whether it mounts the Secret: a
+    thousand issued Secrets must not parse a thousand Shards each."""
+    kube = FakeKube(*SHARDS)
+    ctx = context(kube)
+    parsed: list[str] = []
+
+    def counting(body: JSON, release: Any) -> Any:
+        parsed.append(body["metadata"]["name"])
+        return parse_shard(body, release)
+
+    monkeypatch.setattr(fanout, "parse_shard", counting)
+    first = sorted(referencing(ctx, "ns", "cache"))
+    assert parsed, "made once"
+    parsed.clear()
+    for secret_name in ("cache", "serving", "unrelated"):
+        referencing(ctx, "ns", secret_name)
+    assert parsed == [], "nothing changed: nothing parsed"
+    assert sorted(referencing(ctx, "ns", "cache")) == first
+    respec(ctx, kube, "shard-2", tls={"servingCertSecretRef": {"name": "other"}})
+    assert referencing(ctx, "ns", "other") == ["shard-2"]
+    assert set(parsed) <= {"shard-2", "root"}
+    parsed.clear()
+    respec(ctx, kube, "root", replicas=3)
+    referencing(ctx, "ns", "cache")
+    assert {"shard-1", "shard-2"} <= set(parsed), "the root changed: its dependents again"
+    assert "shard-3" not in parsed, "another installation's Shard stays"
