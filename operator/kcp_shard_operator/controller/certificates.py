@@ -47,6 +47,8 @@ class Issued:
     problems: list[tuple[str, str]] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)
     certificates: list[JSON] = field(default_factory=list)
+    stopped: bool = False
+    """Issuing stopped before the end: the CA is not there or cannot sign, or a write failed."""
 
     @property
     def events(self) -> list[Event]:
@@ -55,9 +57,10 @@ class Issued:
         return _events(self.changes)
 
     def add(self, other: Issued) -> None:
-        """Fold in what issuing with another CA did in the same pass."""
+        """Fold in what issuing with another CA (or more with the same) did in the pass."""
         self.problems += other.problems
         self.changes += other.changes
+        self.stopped = self.stopped or other.stopped
         self.certificates = sorted(
             [*self.certificates, *other.certificates], key=lambda entry: str(entry["secret"])
         )
@@ -92,18 +95,34 @@ def issue(
         return filled, done
     installation_root = pki.installation_root(shard, root)
     assert installation_root is not None, "requests are made only within an installation"
-    # Passes over one installation issue one at a time: the second finds the CA the first
-    # created instead of racing it to a conflict.
-    with ctx.lock(shard.namespace, f"{installation_root.name}/pki"):
-        ca_name = pki.ca_secret(installation_root)
-        user_ca = installation_root.spec.pki.ca_secret_ref is not None
-        where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
-        done.add(issue_requests(ctx, shard.namespace, ca_name, where, requests, logger))
+    names = issuance.Names(installation_root.name)
+    ca_name = pki.ca_secret(installation_root)
+    user_ca = installation_root.spec.pki.ca_secret_ref is not None
+    where = f"spec.pki.caSecretRef of Shard {installation_root.name}" if user_ca else None
+    # Passes over one installation issue its shared Secrets (the CA first) one at a time: the
+    # second finds what the first created instead of racing it to a conflict. Once they are
+    # issued, and for each Shard's own Secrets, the passes go on side by side.
+    first = [request for request in requests if request.secret in names.shared]
+
+    def shared_ones() -> Issued:
+        issued = issue_requests(ctx, shard.namespace, ca_name, where, first, logger)
         if trust:
-            names = issuance.Names(installation_root.name)
-            done.add(
+            issued.add(
                 issue_requests(ctx, shard.namespace, names.requestheader_ca, None, trust, logger)
             )
+        return issued
+
+    if _settled(ctx, shard.namespace, ca_name, first) and _settled(
+        ctx, shard.namespace, names.requestheader_ca, trust
+    ):
+        shared = shared_ones()
+    else:
+        with ctx.lock(shard.namespace, f"{installation_root.name}/pki"):
+            shared = shared_ones()
+    done.add(shared)
+    own = [request for request in requests if request.secret not in names.shared]
+    if own and not shared.stopped:
+        done.add(issue_requests(ctx, shard.namespace, ca_name, where, own, logger))
     return filled, done
 
 
@@ -123,6 +142,7 @@ def issue_requests(
         done.problems.append(
             (INVALID_CA, f"Secret {ca_name} ({user_ca}) not found: nothing is issued")
         )
+        done.stopped = True
         return done
     now = ctx.wall_clock()
     issued: list[JSON] = []
@@ -134,6 +154,7 @@ def issue_requests(
         if verdict.action is renewal.Action.CONFLICT:
             done.problems.append((CERTIFICATE_CONFLICT, verdict.why))
             if request.purpose is issuance.Purpose.CA:
+                done.stopped = True
                 break
             continue
         if verdict.action is renewal.Action.KEEP:
@@ -143,9 +164,11 @@ def issue_requests(
             written = _write(ctx, request, live, signer, now)
         except x509.CAError as err:
             done.problems.append((INVALID_CA, f"{err}: nothing is issued"))
+            done.stopped = True
             break
         except APIError as err:
             done.problems.append((ISSUE_FAILED, f"Secret {request.secret}: {error_message(err)}"))
+            done.stopped = True
             break
         ctx.store.put("Secret", written)
         issued.append(written)
@@ -156,6 +179,19 @@ def issue_requests(
     done.changes = changes
     done.certificates = issuance.certificates_status(issued)
     return done
+
+
+def _settled(ctx: Context, namespace: str, ca_name: str, requests: list[issuance.Request]) -> bool:
+    """Whether each of ``requests`` (signed by the CA in Secret ``ca_name``) is issued and
+    kept as it is: nothing to write."""
+    signer = _Signer(ca_name, read(ctx, "v1", "Secret", namespace, ca_name))
+    now = ctx.wall_clock()
+    for request in requests:
+        live = read(ctx, "v1", "Secret", namespace, request.secret)
+        signed_by = None if request.purpose in issuance.KEPT_FOREVER else _signer_id(signer)
+        if renewal.verdict(request, live, signed_by, now).action is not renewal.Action.KEEP:
+            return False
+    return True
 
 
 def _signer_id(signer: _Signer) -> str | None:

@@ -52,11 +52,11 @@ def test_a_new_shard_gets_its_children_then_a_status_and_rolls_out() -> None:
     effects = Effects()
     ctx = context(kube, effects)
     run(ctx, "root")
-    issued = [
+    issued = [  # the installation's, then the Shard's own
         "root-kcp-ca",
         "root-kcp-client-ca",
-        "root-kcp-serving",
         "root-kcp-service-account-key",
+        "root-kcp-serving",
         "root-kcp-admin-kubeconfig",
         "root-kcp-logical-cluster-admin-kubeconfig",
     ]

@@ -8,6 +8,7 @@ import copy
 import datetime
 import json
 import re
+import threading
 from typing import Any
 
 import pytest
@@ -562,3 +563,23 @@ def test_an_existing_shard_keeps_running_without_the_service_account_key() -> No
         0
     ]["args"]
     assert not any(arg.startswith("--service-account-key-file") for arg in args)
+
+
+def test_a_shards_own_secrets_are_issued_while_another_pass_holds_the_installation() -> None:
+    """Only the installation's shared Secrets (its CA first) are issued one pass at a time;
+    a Shard's own are issued beside the passes over the other Shards of the installation."""
+    kube = installation(bare_shard("shard-2"))
+    ctx = context(kube)
+    settle(ctx, kube, "root", "shard-1")
+    done = threading.Event()
+
+    def pass_over_shard_2() -> None:
+        run(ctx, "shard-2")
+        done.set()
+
+    with ctx.lock("ns", "root/pki"):
+        worker = threading.Thread(target=pass_over_shard_2)
+        worker.start()
+        assert done.wait(10), "shard-2's pass waited for the installation's lock"
+    worker.join()
+    assert ("Secret", "ns", "shard-2-kcp-serving") in kube.objects

@@ -69,6 +69,21 @@ class Names:
     def external_logical_cluster_admin(self) -> str:
         return f"{self.root}-kcp-external-logical-cluster-admin-kubeconfig"
 
+    @property
+    def shared(self) -> frozenset[str]:
+        """Every Secret of the installation, as against those of one Shard."""
+        return frozenset(
+            {
+                self.ca,
+                self.client_ca,
+                self.cache_kubeconfig,
+                self.service_account_key,
+                self.requestheader_ca,
+                self.requestheader_client_ca,
+                self.external_logical_cluster_admin,
+            }
+        )
+
 
 class Purpose(Enum):
     """What an issued Secret holds; its label ``kcpshard.dev/issued`` says which."""
