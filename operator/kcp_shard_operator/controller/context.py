@@ -1,6 +1,6 @@
-"""What every pass needs: settings, the API calls, the watch-fed store, per-Shard locks, and
-the outside effects a unit test replaces (Events, the shard HTTP cleanup and health probe, the
-clock)."""
+"""What every pass needs: settings, the API calls, the watch-fed store, the runners of the passes
+and of what runs beside them, the locks passes share, and the outside effects a unit test
+replaces (Events, the shard HTTP cleanup and health probe, the clock)."""
 
 from __future__ import annotations
 
@@ -115,7 +115,8 @@ class Settings:
 
 @dataclass
 class Context:
-    """What every pass needs: settings, API access, the watch-fed store, per-Shard locks."""
+    """What every pass needs: settings, API access, the watch-fed store, the runners, the
+    locks passes share, and what is kept per object between passes."""
 
     settings: Settings
     kube: KubeAPI
