@@ -111,43 +111,60 @@ def record(figures: dict[str, Any], config: pytest.Config) -> None:
             log(f"measured (watch gap, {figures['case']}): {key}: {value}")
 
 
+@pytest.mark.parametrize("paused", [False, True], ids=["running", "paused-across-the-gap"])
 def test_children_deleted_while_the_api_server_is_down_are_made_again(
+    paused: bool,
     kwok_control_plane: KwokControlPlane,
     operator_process: OperatorProcess,
     kubectl: Kubectl,
     namespace: str,
     pytestconfig: pytest.Config,
 ) -> None:
+    """Running, the operator makes the children again before the test's first look; paused
+    (SIGSTOP) from before the API server is killed until the test has seen both gone and the
+    Shard's status still saying Ready from before, its reconnecting watches list again when
+    it resumes, and every status it writes is watched."""
     plane = kwok_control_plane
     apply(kubectl, namespace, shard("root", VERSION))
     wait_ready(kubectl, namespace, "root", VERSION)
     before = {kind: uid(kubectl, namespace, kind) for kind in GONE}
     ready_rv = get(kubectl, namespace, "shard", "root")["metadata"]["resourceVersion"]
-    figures: dict[str, Any] = {"case": "children deleted from etcd while the API server was down"}
+    case = "operator paused across the gap" if paused else "operator running"
+    figures: dict[str, Any] = {"case": f"children deleted from etcd, {case}"}
     log_offset = operator_process.log_path.stat().st_size
     gap = Gap()
+
+    def made_again() -> bool:
+        with contextlib.suppress(KubectlError):
+            gap.observe(kubectl, namespace)
+        return len(gap.made_again) == len(GONE)
+
     try:
-        started = time.monotonic()
-        plane.kill(KUBE_APISERVER)
-        deleted = [
-            plane.etcd_delete(f"/registry/deployments/{namespace}/root-kcp"),
-            plane.etcd_delete(f"/registry/services/specs/{namespace}/root-kcp"),
-        ]
-        assert deleted == [1, 1], "the Deployment and the Service were not in etcd"
-        plane.start_stopped()
-        wait_for(lambda: api_serving(kubectl), 120, "the API server to serve again", 0.2)
-        gap.since = time.monotonic()
-        apiserver = plane.pid(KUBE_APISERVER)
-        assert apiserver is not None
-        figures["outage_s"] = round(gap.since - started, 1)
-
-        def made_again() -> bool:
-            with contextlib.suppress(KubectlError):
-                gap.observe(kubectl, namespace)
-            return len(gap.made_again) == len(GONE)
-
+        if paused:
+            operator_process.pause()
+        try:
+            started = time.monotonic()
+            plane.kill(KUBE_APISERVER)
+            deleted = [
+                plane.etcd_delete(f"/registry/deployments/{namespace}/root-kcp"),
+                plane.etcd_delete(f"/registry/services/specs/{namespace}/root-kcp"),
+            ]
+            assert deleted == [1, 1], "the Deployment and the Service were not in etcd"
+            plane.start_stopped()
+            wait_for(lambda: api_serving(kubectl), 120, "the API server to serve again", 0.2)
+            gap.since = time.monotonic()
+            apiserver = plane.pid(KUBE_APISERVER)
+            assert apiserver is not None
+            figures["outage_s"] = round(gap.since - started, 1)
+            if paused:
+                assert not made_again(), "made again while the operator was paused"
+        finally:
+            operator_process.resume()
+        resumed = time.monotonic()
         wait_for(made_again, BACK_TIMEOUT, "the Deployment and the Service made again", 0.2)
         figures["answering_to_seen_made_again_s"] = gap.made_again
+        if paused:
+            figures["resumed_to_seen_made_again_s"] = round(time.monotonic() - resumed, 1)
         made = {kind: get(kubectl, namespace, kind, "root-kcp") for kind in GONE}
         figures["apiserver_start_to_made_again_s"] = {
             kind: round(created_at(obj) - started_at(apiserver), 1) for kind, obj in made.items()
@@ -166,10 +183,13 @@ def test_children_deleted_while_the_api_server_is_down_are_made_again(
     )  # fmt: skip
     record(figures, pytestconfig)
     assert figures["relists_noticed"], "the operator did not notice its watches listing again"
+    if paused:
+        assert gap.statuses_without_deployment, "the gap was not seen"
+        assert figures["resumed_to_seen_made_again_s"] <= RESYNC_WINDOW
     for kind in GONE:
         assert uid(kubectl, namespace, kind) != before[kind], f"{kind} is not a new one"
         took = figures["apiserver_start_to_made_again_s"][kind]
-        assert took <= RESYNC_WINDOW, f"{kind} made again {took}s after the API server started"
+        assert paused or took <= RESYNC_WINDOW, f"{kind} made again {took}s after the return"
     said_ready = [s for s in written if says_ready(s)]
     assert not said_ready, f"Ready written while the Deployment did not exist: {said_ready}"
 
