@@ -78,6 +78,16 @@ class Asked:
 
 
 @dataclass(frozen=True)
+class Routed:
+    """What the last read through a FrontProxy gave (None: nothing yet), when to read again,
+    and when its last rollout ended (None: it rolls out)."""
+
+    route: Route | None
+    next_at: float
+    rolled_out_at: float | None
+
+
+@dataclass(frozen=True)
 class Mounts:
     """The Secrets a Shard's pods mount or whose CA signs its certificates, and the versions
     (store sequence numbers) of the Shard, its installation's root (itself for a root shard)
@@ -146,8 +156,8 @@ class Context:
     probes: dict[str, Asked] = field(default_factory=dict)
     route: Callable[[bytes, str], Route] = probe_front_proxy
     """Read through a front-proxy (its admin kubeconfig, its Service URL)."""
-    routes: dict[str, tuple[float, Route]] = field(default_factory=dict)
-    """Per FrontProxy: when to ask through it again, and what it gave last."""
+    routes: dict[str, Routed] = field(default_factory=dict)
+    """Per FrontProxy: what it gave last, when to ask through it again."""
     rolled_out: dict[str, str] = field(default_factory=dict)
     """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.
     In memory only: after a restart, a rollout may be announced once more."""

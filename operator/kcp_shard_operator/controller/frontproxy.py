@@ -4,10 +4,11 @@ then status."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 from kcp_shard_operator.constants import FRONT_PROXY_KIND
 from kcp_shard_operator.controller.certificates import Issued, issue_requests
-from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.context import Context, Logger, Routed
 from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS
 from kcp_shard_operator.controller.passes import (
     degraded_reason,
@@ -39,12 +40,17 @@ from kcp_shard_operator.core.frontproxy.status import (
     ProxyObservation,
     Route,
     front_proxy_status,
+    settling,
 )
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import invalid_status
-from kcp_shard_operator.core.status.deployments import deployment_revision, rollout_complete
+from kcp_shard_operator.core.status.deployments import (
+    SETTLE_RETRY_SECONDS,
+    deployment_revision,
+    rollout_complete,
+)
 from kcp_shard_operator.kube.client import APIError, error_message
 
 CHILDREN = (
@@ -106,27 +112,32 @@ def _route(
 ) -> Route | None:
     """What the last read through the front-proxy gave (None: none yet, or it rolls out);
     read again in the background at most every PROBE_INTERVAL_SECONDS."""
+    key = f"{proxy.namespace}/{proxy.name}"
+    now = ctx.clock()
+    last = ctx.routes.get(key)
     if not rollout_complete(deployment):
+        if last is not None:
+            ctx.routes[key] = replace(last, rolled_out_at=None)
         return None
     if not ctx.settings.kcp_checks:
         return Route(None, "NotVerified", "the operator runs with --no-kcp-checks")
     if not proxy.spec.pki.issue:
         return Route(None, "NoAdminKubeconfig", "not verified: nothing is issued (spec.pki)")
-    key = f"{proxy.namespace}/{proxy.name}"
-    last = ctx.routes.get(key)
-    if last is None or ctx.clock() >= last[0]:
+    if last is None or last.rolled_out_at is None:
+        last = ctx.routes[key] = Routed(last.route if last else None, now, now)
+    if now >= last.next_at:
         ctx.background.request(
             ("route", key), lambda: _read_through(ctx, proxy, again), again=False
         )
-        last = ctx.routes.get(key)
-    return None if last is None else last[1]
+    found = ctx.routes.get(key)
+    return None if found is None else found.route
 
 
 def _read_through(ctx: Context, proxy: FrontProxy, again: Callable[[], None]) -> None:
     """The background work: read through the front-proxy with its admin kubeconfig; a
-    changed answer calls ``again`` (a pass over the FrontProxy)."""
+    changed answer calls ``again`` (a pass over the FrontProxy). Right after a rollout, an
+    unreachable Service is asked again soon instead (:func:`settling`)."""
     key = f"{proxy.namespace}/{proxy.name}"
-    asked_at = ctx.clock()
     secret = admin_kubeconfig_secret(proxy)
     try:
         kubeconfig = ctx.kube.secret_value(proxy.namespace, secret, "kubeconfig")
@@ -139,9 +150,16 @@ def _read_through(ctx: Context, proxy: FrontProxy, again: Callable[[], None]) ->
             )
         else:
             route = ctx.route(kubeconfig, service_url(proxy))
+    now = ctx.clock()
     last = ctx.routes.get(key)
-    ctx.routes[key] = (asked_at + PROBE_INTERVAL_SECONDS, route)
-    if last is None or last[1] != route:
+    if last is None:
+        return
+    since = now - (last.rolled_out_at if last.rolled_out_at is not None else now)
+    if settling(route, since):
+        ctx.routes[key] = replace(last, next_at=now + SETTLE_RETRY_SECONDS)
+        return
+    ctx.routes[key] = replace(last, route=route, next_at=now + PROBE_INTERVAL_SECONDS)
+    if last.route != route:
         again()
 
 

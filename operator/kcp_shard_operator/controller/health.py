@@ -18,7 +18,6 @@ from kcp_shard_operator.core.shard.health import (
     DATA_LOST,
     DATA_VERIFIED,
     NO_ADMIN_KUBECONFIG,
-    SETTLE_RETRY_SECONDS,
     Failure,
     Health,
     Probe,
@@ -32,7 +31,7 @@ from kcp_shard_operator.core.shard.health import (
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import condition
-from kcp_shard_operator.core.status.deployments import rollout_complete
+from kcp_shard_operator.core.status.deployments import SETTLE_RETRY_SECONDS, rollout_complete
 from kcp_shard_operator.kube.client import APIError, error_message
 
 PROBE_INTERVAL_SECONDS = 25.0

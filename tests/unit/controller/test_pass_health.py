@@ -9,14 +9,13 @@ from kcp_shard_operator.controller.health import PROBE_INTERVAL_SECONDS, probe_d
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import (
     ACCEPT_DATA_UID_ANNOTATION,
-    SETTLE_RETRY_SECONDS,
-    SETTLE_SECONDS,
     Failure,
     NotRegistered,
     Probe,
     ProbeTarget,
     Registered,
 )
+from kcp_shard_operator.core.status.deployments import SETTLE_RETRY_SECONDS, SETTLE_SECONDS
 from tests.conftest import NO_PKI, non_root_object, shard_object
 from tests.fake_kube import (
     SECRETS,

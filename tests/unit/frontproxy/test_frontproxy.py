@@ -34,6 +34,7 @@ from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.status.deployments import SETTLE_RETRY_SECONDS, SETTLE_SECONDS
 from tests.conftest import RELEASE, make, non_root_object, shard_object
 from tests.fake_kube import READY_STATUS, Effects, FakeKube, context, rolled_out, run, watched
 
@@ -718,3 +719,28 @@ def test_on_the_roots_embedded_cache_a_shard_waits_for_a_ready_root_pod(
     written = any(o["kind"] == "Deployment" for o in decision.apply)
     assert written is not held
     assert (decision.waiting_reason == "WaitingForCacheServer") is held
+
+
+def test_right_after_its_rollout_an_unreachable_front_proxy_is_asked_again_not_reported() -> None:
+    """The Service routes to the new front-proxy pods a moment after the Deployment says they
+    are ready: Unreachable then is no news; still Unreachable once the window is over is."""
+    kube, effects, ctx = started()
+    pass_over(ctx)
+    effects.route_answer = Route(False, "Unreachable", "cannot reach it: Connection refused")
+    watched(ctx, kube.roll_out("ns", "kcp-front-proxy"))
+    pass_over(ctx)
+    for _ in range(2):
+        assert reason(proxy_status(kube), "Degraded") == ("False", "AsExpected")
+        effects.now += SETTLE_RETRY_SECONDS
+        pass_over(ctx)
+    assert len(effects.routed) == 3, "asked again every few seconds"
+    effects.route_answer = Route(True, "Routed", "1 shard(s) listed")
+    effects.now += SETTLE_RETRY_SECONDS
+    pass_over(ctx)
+    assert reason(proxy_status(kube), "Ready") == ("True", "RolledOut")
+    assert [e.type for _, e in effects.events if e.type == "Warning"] == []
+
+    effects.route_answer = Route(False, "Unreachable", "cannot reach it: Connection refused")
+    effects.now += SETTLE_SECONDS
+    pass_over(ctx)
+    assert reason(proxy_status(kube), "Degraded") == ("True", "Unreachable")

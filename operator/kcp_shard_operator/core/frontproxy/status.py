@@ -28,6 +28,7 @@ from kcp_shard_operator.core.status.conditions import (
     progressing_condition,
 )
 from kcp_shard_operator.core.status.deployments import (
+    SETTLE_SECONDS,
     deployed_version,
     pod_problems,
     ready_replicas,
@@ -37,6 +38,7 @@ from kcp_shard_operator.core.status.deployments import (
 ROUTING = "Routing"
 ROUTED = "Routed"
 NOT_ROUTING = "NotRouting"
+UNREACHABLE = "Unreachable"
 ROUTE_PATH = "/clusters/root/apis/core.kcp.io/v1alpha1/shards"
 """What the operator reads through the front-proxy: the root workspace's Shards, on the root
 shard (every kcp serves them to kcp's global admin group)."""
@@ -49,6 +51,14 @@ class Route:
     ok: bool | None
     reason: str
     message: str
+
+
+def settling(route: Route, since_rollout: float) -> bool:
+    """Whether ``route`` is not to be reported yet: the front-proxy's Service could not be
+    reached within SETTLE_SECONDS of its rollout's end (it does not route to the new pods
+    yet). It is asked again after SETTLE_RETRY_SECONDS; an answer after the window is
+    reported as it is."""
+    return route.ok is False and route.reason == UNREACHABLE and 0 <= since_rollout < SETTLE_SECONDS
 
 
 def interpret_route(url: str, status: int, body: JSON | None) -> Route:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.constants import API_GROUP
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.status.deployments import SETTLE_SECONDS
 
 DATA_VERIFIED = "DataVerified"
 ACCEPT_DATA_UID_ANNOTATION = f"{API_GROUP}/accept-data-uid"
@@ -39,11 +40,6 @@ SHARD_NOT_REGISTERED = "ShardNotRegistered"
 VERIFIED = "Verified"
 
 MAX_FAILED_CHECKS = 3
-SETTLE_SECONDS = 30.0
-"""After a rollout, how long an unreachable shard is taken for its Service catching up with the
-new pods (its endpoints, the cluster DNS) rather than reported."""
-SETTLE_RETRY_SECONDS = 3.0
-"""How soon kcp is asked again meanwhile."""
 
 
 @dataclass(frozen=True)

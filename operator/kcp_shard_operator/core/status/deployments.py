@@ -80,6 +80,11 @@ STUCK_CONTAINER_REASONS = frozenset(
 )
 
 
+SETTLE_SECONDS = 30.0
+"""After a rollout, how long a Service that cannot be reached is taken for the Service catching
+up with the new pods (its endpoints, the cluster DNS) rather than reported."""
+SETTLE_RETRY_SECONDS = 3.0
+"""How soon what asks through it asks again meanwhile."""
 MAX_REPORTED_PODS = 3
 WAITING_FOR_CLAIMS = "pod has unbound immediate PersistentVolumeClaims"
 """The scheduler's word for a pod whose claim is not bound yet: the claim's provisioning is
