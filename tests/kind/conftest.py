@@ -9,6 +9,8 @@ The session starts its own kind cluster (``hack/cluster.sh`` with ``CLUSTER=kind
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,7 +20,7 @@ import pytest
 from kcp_shard_operator.constants import DEFAULT_IMAGE_REPOSITORY
 from testkit.cluster import cluster_down, cluster_script_env, cluster_up
 from testkit.kube import Cluster
-from testkit.tools import HACK, build_tools, helm, log, run_visible
+from testkit.tools import HACK, REPO, build_tools, helm, log, run_visible
 from tests.chart import CHART
 from tests.e2e.capture import uncaptured
 
@@ -80,3 +82,28 @@ def operator_release(kind_cluster: Cluster, pytestconfig: pytest.Config) -> Iter
     if os.environ.get("E2E_KEEP_CLUSTER") != "1":
         uninstall = ("uninstall", RELEASE, "--namespace", OPERATOR_NAMESPACE, "--wait")
         helm(kind_cluster.env, *uninstall, check=False)
+
+
+@pytest.fixture(scope="session")
+def demo(pytestconfig: pytest.Config) -> Iterator[Cluster]:
+    """``make demo`` with CLUSTER=kind on its own cluster, shared by the demo's test modules;
+    ``make demo-down`` afterwards (unless ``E2E_KEEP_CLUSTER=1``)."""
+    name = f"kcp-shard-operator-demo-{os.getpid()}"
+    kubeconfig = REPO / ".cluster" / f"{name}.kubeconfig"
+    env = {
+        **os.environ,
+        "CLUSTER": "kind",
+        "CLUSTER_NAME": name,
+        "CLUSTER_KUBECONFIG": str(kubeconfig),
+    }
+    make = ["make", "-C", str(REPO), "--no-print-directory"]
+    started = time.monotonic()
+    try:
+        with uncaptured(pytestconfig):
+            subprocess.run([*make, "demo"], env=env, check=True, stdout=sys.stderr)
+            log(f"CLUSTER=kind make demo finished in {time.monotonic() - started:.0f}s")
+        yield Cluster.at(Path(kubeconfig))
+    finally:
+        if os.environ.get("E2E_KEEP_CLUSTER") != "1":
+            with uncaptured(pytestconfig):
+                subprocess.run([*make, "demo-down"], env=env, check=False, stdout=sys.stderr)

@@ -19,12 +19,9 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import ssl
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +34,6 @@ from testkit.kube import Cluster, delete_shards
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
-from tests.e2e.capture import uncaptured
 
 from .durability import (
     CLI,
@@ -109,31 +105,6 @@ RENEWAL_TIMEOUT = 420
 
 def condition(status: dict[str, Any], type_: str) -> dict[str, Any]:
     return next((c for c in status.get("conditions") or [] if c["type"] == type_), {})
-
-
-@pytest.fixture(scope="module")
-def demo(pytestconfig: pytest.Config) -> Iterator[Cluster]:
-    """``make demo`` with CLUSTER=kind on its own cluster; ``make demo-down`` afterwards
-    (unless ``E2E_KEEP_CLUSTER=1``)."""
-    name = f"kcp-shard-operator-demo-{os.getpid()}"
-    kubeconfig = REPO / ".cluster" / f"{name}.kubeconfig"
-    env = {
-        **os.environ,
-        "CLUSTER": "kind",
-        "CLUSTER_NAME": name,
-        "CLUSTER_KUBECONFIG": str(kubeconfig),
-    }
-    make = ["make", "-C", str(REPO), "--no-print-directory"]
-    started = time.monotonic()
-    try:
-        with uncaptured(pytestconfig):
-            subprocess.run([*make, "demo"], env=env, check=True, stdout=sys.stderr)
-            log(f"CLUSTER=kind make demo finished in {time.monotonic() - started:.0f}s")
-        yield Cluster.at(Path(kubeconfig))
-    finally:
-        if os.environ.get("E2E_KEEP_CLUSTER") != "1":
-            with uncaptured(pytestconfig):
-                subprocess.run([*make, "demo-down"], env=env, check=False, stdout=sys.stderr)
 
 
 def shard(cluster: Cluster, namespace: str, name: str) -> dict[str, Any]:
