@@ -30,6 +30,7 @@ from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 from kcp_shard_operator.core.virtualworkspaces import names as vwnames
 from kcp_shard_operator.core.virtualworkspaces.names import shard_client_secret
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 
 def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
@@ -232,9 +233,21 @@ def virtual_workspaces_using(ctx: Context, namespace: str, secret: str) -> list[
         live = ctx.store.lookup("Deployment", namespace, vwnames.child_name(server))[1]
         pod = (((live or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
         own = (vwnames.serving_secret(server), vwnames.kubeconfig_secret(server))
-        if secret in (*own, *secret_names(pod)) or secret.endswith("-kcp-ca"):
+        if secret in (*own, *secret_names(pod), _installation_ca(ctx, server)):
             found.append(server.name)
     return found
+
+
+def _installation_ca(ctx: Context, server: VirtualWorkspaceServer) -> str | None:
+    """The Secret of the CA that signs ``server``'s certificates: its shard's root's."""
+    shard = ctx.store.lookup(SHARD_KIND, server.namespace, vwnames.shard_name(server))[1]
+    if shard is None:
+        return None
+    spec = shard.get("spec") or {}
+    root_name = (spec.get("rootShardRef") or {}).get("name") or vwnames.shard_name(server)
+    root = ctx.store.lookup(SHARD_KIND, server.namespace, str(root_name))[1]
+    named = (((root or {}).get("spec") or {}).get("pki") or {}).get("caSecretRef") or {}
+    return str(named.get("name") or Names(str(root_name)).ca)
 
 
 def reconcile_installation(ctx: Context, namespace: str, root: str, logger: Logger) -> None:

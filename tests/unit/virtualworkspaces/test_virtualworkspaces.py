@@ -10,6 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
+from kcp_shard_operator.controller.fanout import (
+    referencing,
+    virtual_workspaces_serving,
+    virtual_workspaces_using,
+)
 from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.frontproxy.render import render_front_proxy
@@ -322,3 +327,14 @@ def test_a_pass_issues_its_secrets_and_writes_its_children() -> None:
     assert status["url"] == "https://shard-1-vw.ns.svc:6443"
     assert status["certificates"]
     assert ("PodDisruptionBudget", "ns", "shard-1-vw") in kube.objects
+
+
+def test_a_secret_event_reaches_the_servers_and_shards_that_use_it() -> None:
+    kube = FakeKube(rolled_out(shard_object()), rolled_out(non_root_object()), server_object())
+    ctx = context(kube)
+    assert virtual_workspaces_using(ctx, "ns", "root-kcp-ca") == ["shard-1"]
+    assert virtual_workspaces_using(ctx, "ns", "shard-1-vw-kubeconfig") == ["shard-1"]
+    assert virtual_workspaces_using(ctx, "ns", "cache") == []
+    assert "shard-1" in referencing(ctx, "ns", "shard-1-kcp-shard-client")
+    assert virtual_workspaces_serving(ctx, "ns", "shard-1") == ["shard-1"]
+    assert virtual_workspaces_serving(ctx, "ns", "root") == []
