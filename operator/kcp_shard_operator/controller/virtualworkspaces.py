@@ -116,7 +116,7 @@ def _issue(
     return done
 
 
-def mounted_secrets(server: VirtualWorkspaceServer, shard: Shard | None, ctx: Context) -> list[str]:
+def mounted_secrets(ctx: Context, server: VirtualWorkspaceServer, shard: Shard | None) -> list[str]:
     """The Secrets the server's pods mount (none while its shard is unknown)."""
     if shard is None:
         return []
@@ -145,7 +145,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     for issued_event in issued.events:
         ctx.announce(obj, issued_event)
     observed = {kind: read(ctx, api, kind, namespace, child_name(server)) for api, kind in CHILDREN}
-    secrets = read_secrets(ctx, namespace, mounted_secrets(server, shard, ctx))
+    secrets = read_secrets(ctx, namespace, mounted_secrets(ctx, server, shard))
     own = frozenset(
         request.secret
         for request in (
