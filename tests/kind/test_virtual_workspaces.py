@@ -301,6 +301,7 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
             data.assert_intact(apis, "with standalone virtual-workspace servers")
 
             # Back to in-process: shard-1's server goes, shard-1 rolls without it.
+            switched = time.monotonic()
             kubectl("delete", "virtualworkspaceserver", "shard-1", "-n", ns, "--timeout=120s")
             back = {"root": True, "shard-1": False}
             wait_for(
@@ -309,6 +310,8 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
                 "shard-1 Ready with its virtual workspaces in-process again",
                 interval=3,
             )
+            took = time.monotonic() - switched
+            log(f"shard-1 in-process again, rolled out {took:.0f}s after the server's deletion")
             data.assert_intact(apis, "after shard-1 took its virtual workspaces back")
             again = KcpData.create(apis, tmp_path / "data-checks-after.txt", prefix="vw-back")
             again.assert_intact(apis, "new workspaces after shard-1 took them back")
