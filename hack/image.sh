@@ -83,16 +83,19 @@ cmd_operator() {
   log "${OPERATOR_IMAGE} built in $((SECONDS - started))s"
 }
 
-# kcp_image TAG BINARY: /kcp from BINARY, and /cache-server and /kcp-front-proxy built beside it.
+# kcp_image TAG BINARY: /kcp from BINARY, and /cache-server, /kcp-front-proxy and
+# /virtual-workspaces built beside it.
 kcp_image() {
   local context
   context="$(mktemp -d)"
   mkdir -p "${context}/tmp"
   chmod 1777 "${context}/tmp"
   cp "$2" "${context}/kcp"
-  cp "$(dirname "$2")/cache-server" "$(dirname "$2")/kcp-front-proxy" "${context}/"
+  cp "$(dirname "$2")/cache-server" "$(dirname "$2")/kcp-front-proxy" \
+    "$(dirname "$2")/virtual-workspaces" "${context}/"
   printf '%s\n' 'FROM scratch' 'COPY tmp /tmp' 'COPY kcp /kcp' 'COPY cache-server /cache-server' \
-    'COPY kcp-front-proxy /kcp-front-proxy' 'USER 65532:65532' 'ENTRYPOINT ["/kcp"]' >"${context}/Dockerfile"
+    'COPY kcp-front-proxy /kcp-front-proxy' 'COPY virtual-workspaces /virtual-workspaces' \
+    'USER 65532:65532' 'ENTRYPOINT ["/kcp"]' >"${context}/Dockerfile"
   docker build -q -t "$1" "${context}" >/dev/null
   rm -rf "${context}"
   log "built $1 from $2"

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# Build `kcp`, `cache-server` and `kcp-front-proxy` from the github.com/kcp-dev/kcp Go module
-# at a release tag.
+# Build `kcp`, `cache-server`, `kcp-front-proxy` and `virtual-workspaces` from the
+# github.com/kcp-dev/kcp Go module at a release tag.
 #
 #   hack/kcp-build.sh VERSION OUT_DIR WORK_DIR
 #
 # KCP_STANDIN=0 skips the stand-in kcp-without-identitycache (built by default).
+# KCP_ONLY="CMD..." builds only those commands of the module (e.g. virtual-workspaces) into
+# OUT_DIR, each moved into place once complete: a binary added to a directory other
+# worktrees run kcp from never shows half-written.
 # KCP_MODULES overrides replaces of the wrapper, words of MODULE=VERSION (the published
 # MODULE at VERSION, for a staging module the proxy serves only under a nearby version),
 # MODULE=TARGET@VERSION (another module) or MODULE=none (no replace: a staging module no
@@ -93,7 +96,18 @@ done
 cd "${WORK}"
 log "resolving modules ..."
 go list -deps github.com/kcp-dev/kcp/cmd/kcp github.com/kcp-dev/kcp/cmd/cache-server \
-  github.com/kcp-dev/kcp/cmd/kcp-front-proxy >/dev/null
+  github.com/kcp-dev/kcp/cmd/kcp-front-proxy github.com/kcp-dev/kcp/cmd/virtual-workspaces >/dev/null
+
+if [[ -n "${KCP_ONLY:-}" ]]; then
+  staging="$(mktemp -d "${OUT_DIR}/.building-XXXXXX")"
+  for cmd in ${KCP_ONLY}; do
+    log "compiling github.com/kcp-dev/kcp/cmd/${cmd} (${git_version}) ..."
+    go build -trimpath -ldflags "${ldflags}" -o "${staging}/${cmd}" "github.com/kcp-dev/kcp/cmd/${cmd}"
+    mv "${staging}/${cmd}" "${OUT_DIR}/${cmd}"
+  done
+  rmdir "${staging}"
+  exit 0
+fi
 
 # A stand-in for a shard past the deprecating release, which the module proxy does not
 # serve: the same kcp with the identitycache controller not installed (nothing writes the
@@ -119,10 +133,10 @@ if [[ "${KCP_STANDIN:-1}" != 0 ]] &&
   "${OUT_DIR}/kcp-without-identitycache" --version >&2
 fi
 
-log "compiling github.com/kcp-dev/kcp/cmd/kcp, cmd/cache-server and cmd/kcp-front-proxy (${git_version}) ..."
+log "compiling github.com/kcp-dev/kcp/cmd/kcp, cmd/cache-server, cmd/kcp-front-proxy and cmd/virtual-workspaces (${git_version}) ..."
 go build -trimpath -ldflags "${ldflags}" -o "${OUT_DIR}/" \
   github.com/kcp-dev/kcp/cmd/kcp github.com/kcp-dev/kcp/cmd/cache-server \
-  github.com/kcp-dev/kcp/cmd/kcp-front-proxy
+  github.com/kcp-dev/kcp/cmd/kcp-front-proxy github.com/kcp-dev/kcp/cmd/virtual-workspaces
 if [[ ! -f "${SUMS}" ]]; then
   cp go.sum "${SUMS}"
   log "recorded module checksums in ${SUMS}"

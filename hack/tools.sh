@@ -146,6 +146,20 @@ build_kcp_next() {
     "${KCP_NEXT_DIR}" "${SRC_DIR}/kcp-${KCP_NEXT_VERSION}"
 }
 
+# Add `virtual-workspaces` to a kcp directory built before it was part of the build, in
+# place and under the directory's lock: the binaries other worktrees run from it stay.
+#   add_virtual_workspaces NAME DIR BUILD_FUNCTION
+add_virtual_workspaces() {
+  local name="$1" dir="$2" fn="$3" lock_fd
+  [[ -x "${dir}/virtual-workspaces" ]] && return
+  exec {lock_fd}>"${dir}.lock"
+  flock "${lock_fd}"
+  if [[ ! -x "${dir}/virtual-workspaces" ]]; then
+    KCP_ONLY=virtual-workspaces timed "${name}: virtual-workspaces" "${fn}"
+  fi
+  exec {lock_fd}>&-
+}
+
 # Build a tool once: concurrent runs wait on a per-tool lock, and a directory
 # counts as built only when its stamp exists (written after a finished build).
 ensure() {
@@ -184,10 +198,22 @@ cmd_build() {
       etcd) ensure "etcd ${ETCD_VERSION}" "${ETCD_DIR}/etcd" build_etcd ;;
       kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
-      kcp) ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp-front-proxy" build_kcp ;;
-      kcp-upgrade) ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp-front-proxy" build_kcp_upgrade ;;
-      kcp-patch) ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp-front-proxy" build_kcp_patch ;;
-      kcp-next) ensure "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}/kcp-front-proxy" build_kcp_next ;;
+      kcp)
+        ensure "kcp ${KCP_VERSION}" "${KCP_DIR}/kcp-front-proxy" build_kcp
+        add_virtual_workspaces "kcp ${KCP_VERSION}" "${KCP_DIR}" build_kcp
+        ;;
+      kcp-upgrade)
+        ensure "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}/kcp-front-proxy" build_kcp_upgrade
+        add_virtual_workspaces "kcp ${KCP_UPGRADE_VERSION}" "${KCP_UPGRADE_DIR}" build_kcp_upgrade
+        ;;
+      kcp-patch)
+        ensure "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}/kcp-front-proxy" build_kcp_patch
+        add_virtual_workspaces "kcp ${KCP_PATCH_VERSION}" "${KCP_PATCH_DIR}" build_kcp_patch
+        ;;
+      kcp-next)
+        ensure "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}/kcp-front-proxy" build_kcp_next
+        add_virtual_workspaces "kcp ${KCP_NEXT_VERSION}" "${KCP_NEXT_DIR}" build_kcp_next
+        ;;
       kind) ensure "kind ${KIND_VERSION}" "${KIND_DIR}/kind" build_kind ;;
       kubernetes-node)
         ensure "kubelet, kubeadm, kube-proxy ${KUBERNETES_VERSION}" "${K8S_NODE_DIR}/kube-proxy" build_kubernetes_node

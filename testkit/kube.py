@@ -91,7 +91,7 @@ def delete_namespace(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
-OPERATED_KINDS = "frontproxies,shards,cacheservers"
+OPERATED_KINDS = "frontproxies,virtualworkspaceservers,shards,cacheservers"
 """The kinds the operator puts its finalizer on, for ``kubectl delete``: a namespace holding one
 of them cannot finish deleting once no operator runs."""
 

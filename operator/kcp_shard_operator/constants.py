@@ -12,6 +12,10 @@ CACHE_SERVER_PLURAL = "cacheservers"
 FRONT_PROXY_API_VERSION = SHARD_API_VERSION
 FRONT_PROXY_KIND = "FrontProxy"
 FRONT_PROXY_PLURAL = "frontproxies"
+VIRTUAL_WORKSPACES_API_VERSION = SHARD_API_VERSION
+VIRTUAL_WORKSPACES_KIND = "VirtualWorkspaceServer"
+VIRTUAL_WORKSPACES_PLURAL = "virtualworkspaceservers"
+VIRTUAL_WORKSPACES_SHORT_NAME = "vws"
 FIELD_MANAGER = "kcp-shard-operator"
 NAMESPACE_TERMINATING = "because it is being terminated"
 """What the API server says when it refuses to create an object in a namespace being deleted

@@ -70,6 +70,7 @@ def test_install_yaml_holds_namespace_crds_rbac_and_operator() -> None:
         "shards.kcpshard.dev",
         "cacheservers.kcpshard.dev",
         "frontproxies.kcpshard.dev",
+        "virtualworkspaceservers.kcpshard.dev",
         "clusterkopfpeerings.kopf.dev",
         "kopfpeerings.kopf.dev",
     }

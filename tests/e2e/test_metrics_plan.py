@@ -85,13 +85,14 @@ def test_metrics_count_what_the_api_server_holds(
 
 
 def planner(cluster: Cluster, namespace: str, directory: Path) -> Cluster:
-    """A ServiceAccount with what docs/upgrades.md says ``plan`` needs: list Shards, CacheServers
-    and FrontProxies, get Deployments."""
+    """A ServiceAccount with what docs/upgrades.md says ``plan`` needs: list Shards,
+    CacheServers, FrontProxies and VirtualWorkspaceServers, get Deployments."""
     kubectl = cluster.kubectl
     for verb, resource in (
         ("list", "shards.kcpshard.dev"),
         ("list", "cacheservers.kcpshard.dev"),
         ("list", "frontproxies.kcpshard.dev"),
+        ("list", "virtualworkspaceservers.kcpshard.dev"),
         ("get", "deployments.apps"),
     ):
         role = f"plan-{verb}-{resource.split('.')[0]}"
@@ -108,7 +109,14 @@ def read_only_plan(cluster: Cluster, namespace: str, directory: Path, *args: str
     before = api_request_totals(cluster)
     planned = plan_json(restricted, "-n", namespace, *args)
     after = api_request_totals(cluster)
-    written = (*CHILD_RESOURCES, "shards", "cacheservers", "frontproxies", "secrets")
+    written = (
+        *CHILD_RESOURCES,
+        "shards",
+        "cacheservers",
+        "frontproxies",
+        "virtualworkspaceservers",
+        "secrets",
+    )
     assert writes_between(before, after, written) == {}
     return planned
 

@@ -402,7 +402,7 @@ def describe_failure(cluster: Cluster, namespace: str) -> str:
     """Pods, events and kcp logs of ``namespace`` and the operator's log, for a failed test."""
     parts = []
     for args in (
-        ("get", "pods,shards,cacheservers,frontproxies", "-n", namespace, "-o", "wide"),
+        ("get", "pods,shards,cacheservers,vws,frontproxies", "-n", namespace, "-o", "wide"),
         ("get", "events", "-n", namespace, "--sort-by=.lastTimestamp"),
         ("logs", "-n", namespace, "-l", "app.kubernetes.io/part-of=kcp", "--tail=30", "--prefix"),
         ("logs", "-n", OPERATOR_NAMESPACE, "deploy/kcp-shard-operator", "--tail=40"),

@@ -95,10 +95,14 @@ or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards", "cacheservers", "frontproxies"]
+  resources: ["shards", "cacheservers", "frontproxies", "virtualworkspaceservers"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards/status", "cacheservers/status", "frontproxies/status"]
+  resources:
+    - shards/status
+    - cacheservers/status
+    - frontproxies/status
+    - virtualworkspaceservers/status
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]

@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -30,6 +31,8 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
+    VIRTUAL_WORKSPACES_API_VERSION,
+    VIRTUAL_WORKSPACES_KIND,
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver import names as cacheserver_names
@@ -41,8 +44,14 @@ from kcp_shard_operator.core.installation.documents import (
     load_cache_servers,
     load_front_proxies,
     load_shards,
+    load_virtual_workspace_servers,
 )
-from kcp_shard_operator.core.installation.plan import Deployments, as_deployed, plan_installation
+from kcp_shard_operator.core.installation.plan import (
+    Deployments,
+    as_deployed,
+    plan_installation,
+    served_shards,
+)
 from kcp_shard_operator.core.installation.steps import (
     INVALID,
     REFUSED,
@@ -54,7 +63,12 @@ from kcp_shard_operator.core.installation.steps import (
     plan_upgrade,
 )
 from kcp_shard_operator.core.kcp.versions import InvalidVersionError, Version
-from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.virtualworkspaces import names as virtualworkspaces_names
+from kcp_shard_operator.core.virtualworkspaces.spec import (
+    VirtualWorkspaceServer,
+    parse_virtual_workspace_server,
+)
 from kcp_shard_operator.identitycache import policy
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
@@ -174,9 +188,17 @@ def _texts(paths: list[Path]) -> list[str]:
     return texts
 
 
-Found = tuple[list[JSON], dict[str, JSON | None], list[CacheServer], list[FrontProxy], Deployments]
-"""Shards, their Deployments by ``namespace/name``, the CacheServers, the FrontProxies and the
-Deployments of those two by (kind, ``namespace/name``)."""
+@dataclass(frozen=True)
+class Found:
+    """Shards, their Deployments by ``namespace/name``, the CacheServers, FrontProxies and
+    VirtualWorkspaceServers, and the Deployments of those by (kind, ``namespace/name``)."""
+
+    objects: list[JSON]
+    deployments: dict[str, JSON | None]
+    caches: list[CacheServer]
+    proxies: list[FrontProxy]
+    servers: list[VirtualWorkspaceServer]
+    others: Deployments
 
 
 def _from_files(paths: list[Path], release: Version) -> Found:
@@ -184,10 +206,11 @@ def _from_files(paths: list[Path], release: Version) -> Found:
     objects = [doc for text in texts for doc in yaml.safe_load_all(text) if is_shard(doc)]
     caches, _ = load_cache_servers(texts)
     proxies, _ = load_front_proxies(texts)
+    servers, _ = load_virtual_workspace_servers(texts)
     shards, _ = load_shards(texts, release)
-    rolled, deployments = as_rolled_out(objects, release, proxies)
-    others = as_deployed(caches, proxies, shards, release)
-    return rolled, deployments, caches, proxies, others
+    rolled, deployments = as_rolled_out(objects, release, proxies, servers)
+    others = as_deployed(caches, proxies, shards, release, servers)
+    return Found(rolled, deployments, caches, proxies, servers, others)
 
 
 def _parsed(items: list[JSON], parse: Callable[[JSON], T]) -> list[T]:
@@ -213,12 +236,15 @@ def _from_cluster(kube: Kube, namespaces: list[str]) -> Found:
     objects: list[JSON] = []
     caches: list[CacheServer] = []
     proxies: list[FrontProxy] = []
+    servers: list[VirtualWorkspaceServer] = []
     for namespace in scopes:
         objects += kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
         listed = kube.list(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND, namespace)
         caches += _parsed(listed, parse_cache_server)
         listed = kube.list(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace)
         proxies += _parsed(listed, parse_front_proxy)
+        listed = kube.list(VIRTUAL_WORKSPACES_API_VERSION, VIRTUAL_WORKSPACES_KIND, namespace)
+        servers += _parsed(listed, parse_virtual_workspace_server)
     deployments: dict[str, JSON | None] = {}
     for obj in objects:
         meta = obj["metadata"]
@@ -236,7 +262,12 @@ def _from_cluster(kube: Kube, namespaces: list[str]) -> Found:
         others[(FRONT_PROXY_KIND, proxy.key)] = kube.get(
             "apps/v1", "Deployment", proxy.namespace, name
         )
-    return objects, deployments, caches, proxies, others
+    for server in servers:
+        name = virtualworkspaces_names.child_name(server)
+        others[(VIRTUAL_WORKSPACES_KIND, server.key)] = kube.get(
+            "apps/v1", "Deployment", server.namespace, name
+        )
+    return Found(objects, deployments, caches, proxies, servers, others)
 
 
 def _cleanup(release: Version, enabled: bool) -> Cleanup:
@@ -346,16 +377,34 @@ def run(args: argparse.Namespace) -> int:
         where = ", ".join(namespaces) or "all namespaces (name some with -n)"
         print(f"error: reading the objects in {where}: {error_message(err)}", file=sys.stderr)
         return EXIT_ERROR
-    objects, deployments, caches, proxies, others = found
+    objects, caches, proxies, servers = found.objects, found.caches, found.proxies, found.servers
     if not objects:
         where = f" in {', '.join(namespaces)} (-A: every namespace)" if namespaces else ""
         print(f"error: no Shard found{where}", file=sys.stderr)
         return EXIT_ERROR
     cleanup = _cleanup(release, args.identity_cache_cleanup)
     shard_steps = plan_upgrade(
-        objects, deployments, target, release, cleanup, {c.key for c in caches}, proxies
+        objects,
+        found.deployments,
+        target,
+        release,
+        cleanup,
+        {c.key for c in caches},
+        proxies,
+        servers,
     )
-    steps = plan_installation(shard_steps, objects, caches, proxies, others, target, release)
+    shards = _parsed(objects, lambda obj: parse_shard(obj, release))
+    steps = plan_installation(
+        shard_steps,
+        objects,
+        caches,
+        proxies,
+        found.others,
+        target,
+        release,
+        servers,
+        served_shards(shards, proxies, servers),
+    )
     if args.output == "json":
         sys.stdout.write(json.dumps(document(steps, target, release), indent=2) + "\n")
     elif args.output == "yaml":

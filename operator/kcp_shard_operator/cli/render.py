@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from kcp_shard_operator.cli.options import add_deprecating_release_option, deprecating_release
-from kcp_shard_operator.constants import FRONT_PROXY_KIND
+from kcp_shard_operator.constants import FRONT_PROXY_KIND, VIRTUAL_WORKSPACES_KIND
 from kcp_shard_operator.core.api.model import SpecError
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
 from kcp_shard_operator.core.frontproxy.names import serving
@@ -22,22 +22,27 @@ from kcp_shard_operator.core.installation.documents import (
     load_cache_servers,
     load_front_proxies,
     load_shards,
+    load_virtual_workspace_servers,
     named,
     root_of,
 )
 from kcp_shard_operator.core.kcp.versions import InvalidVersionError
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.render import render_shard
+from kcp_shard_operator.core.virtualworkspaces.names import serving as serving_shard
+from kcp_shard_operator.core.virtualworkspaces.render import render_virtual_workspaces
 
 
 def register(commands: Any) -> None:
     parser = commands.add_parser(
         "render",
-        help="print the objects of each Shard, CacheServer and FrontProxy, offline",
-        description="Render Shards, CacheServers and FrontProxies offline into the objects "
-        "the operator applies, in the order they roll out (CacheServers, Shards, "
-        "FrontProxies). The Secrets the operator would issue (spec.pki) are referenced, not "
-        "printed.",
+        help="print the objects of each Shard, CacheServer, VirtualWorkspaceServer and "
+        "FrontProxy, offline",
+        description="Render Shards, CacheServers, VirtualWorkspaceServers and FrontProxies "
+        "offline into the objects the operator applies, in the order they roll out "
+        "(CacheServers, Shards, VirtualWorkspaceServers, FrontProxies), each "
+        "VirtualWorkspaceServer taken as Ready (its shard and the front-proxy use it). The "
+        "Secrets the operator would issue (spec.pki) are referenced, not printed.",
         epilog="""reads:
   the files of -f ('-': standard input); nothing in the cluster
 writes:
@@ -53,8 +58,8 @@ still printed)""",
         action="append",
         required=True,
         type=Path,
-        help="YAML file with Shard, CacheServer and FrontProxy objects (repeatable; '-' for "
-        "standard input)",
+        help="YAML file with Shard, CacheServer, VirtualWorkspaceServer and FrontProxy objects "
+        "(repeatable; '-' for standard input)",
     )
     add_deprecating_release_option(parser)
     parser.set_defaults(handler=run)
@@ -101,11 +106,13 @@ def run(args: argparse.Namespace) -> int:
         shards, problems = load_shards(texts, release)
         caches, cache_problems = load_cache_servers(texts)
         proxies, proxy_problems = load_front_proxies(texts)
+        servers, server_problems = load_virtual_workspace_servers(texts)
     except (InvalidVersionError, OSError, yaml.YAMLError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    problems += cache_problems + proxy_problems
+    problems += cache_problems + proxy_problems + server_problems
     documents: list[dict[str, Any]] = []
+    filled_shards = {}
     for cache in caches:
         documents.extend(render_cache_server(cache).objects)
     for shard in shards:
@@ -119,7 +126,14 @@ def run(args: argparse.Namespace) -> int:
             filled_root = None if root is None else with_issued(root, None, proxy=proxy)
             # As for a new Shard: one that runs without the installation's service-account
             # key never gets it (its tokens would no longer verify).
-            filled = with_issued(shard, root, service_account_key=True, proxy=proxy)
+            filled = with_issued(
+                shard,
+                root,
+                service_account_key=True,
+                proxy=proxy,
+                virtual_workspaces=serving_shard(servers, shard.namespace, shard.name),
+            )
+            filled_shards[shard.key] = filled
             rendered = render_shard(filled, filled_root, release)
         except SpecError as err:
             problems.append(ShardProblem(shard.key, str(err)))
@@ -131,6 +145,17 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
         documents.extend(rendered.objects)
+    for server in servers:
+        label = f"{server.namespace}/{server.name}"
+        served = filled_shards.get(f"{server.namespace}/{server.spec.shard_ref.name}")
+        if served is None:
+            message = f"Shard {server.spec.shard_ref.name!r} not found or not rendered"
+            problems.append(ShardProblem(label, message, VIRTUAL_WORKSPACES_KIND))
+            continue
+        try:
+            documents.extend(render_virtual_workspaces(server, served, release).objects)
+        except SpecError as err:
+            problems.append(ShardProblem(label, str(err), VIRTUAL_WORKSPACES_KIND))
     for proxy in proxies:
         root = named(proxy.spec.root_shard_ref.name, proxy.namespace, shards)
         if root is None:
@@ -138,7 +163,10 @@ def run(args: argparse.Namespace) -> int:
             problems.append(ShardProblem(proxy_label(proxy), message, FRONT_PROXY_KIND))
             continue
         try:
-            documents.extend(render_front_proxy(proxy, root, release).objects)
+            root_server = serving_shard(servers, proxy.namespace, root.name)
+            documents.extend(
+                render_front_proxy(proxy, root, release, virtual_workspaces=root_server).objects
+            )
         except SpecError as err:
             problems.append(ShardProblem(proxy_label(proxy), str(err), FRONT_PROXY_KIND))
     if documents:

@@ -15,6 +15,7 @@ from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.events import Event
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 from kcp_shard_operator.issuer import x509
 from kcp_shard_operator.kube.client import APIError, RefusedError, error_message
 
@@ -81,15 +82,26 @@ def issue(
     root: Shard | None,
     logger: Logger,
     proxy: FrontProxy | None = None,
+    virtual_workspaces: VirtualWorkspaceServer | None = None,
 ) -> tuple[Shard, Issued]:
     """Issue what ``shard`` leaves unset: the Shard as the rest of the pass renders it, and
-    what issuing did. ``proxy`` is the FrontProxy of its installation (None: none)."""
+    what issuing did. ``proxy`` is the FrontProxy of its installation (None: none),
+    ``virtual_workspaces`` the server that runs its virtual workspaces (None: it does)."""
     release = ctx.settings.deprecating_release
     deployment = read(ctx, "apps/v1", "Deployment", shard.namespace, child_name(shard))
     key = pki.takes_service_account_key(shard, root, deployment)
-    requests = pki.requests(shard, root, release, service_account_key=key, proxy=proxy)
+    requests = pki.requests(
+        shard,
+        root,
+        release,
+        service_account_key=key,
+        proxy=proxy,
+        virtual_workspaces=virtual_workspaces,
+    )
     trust = pki.trust_requests(shard, root, proxy)
-    filled = pki.with_issued(shard, root, service_account_key=key, proxy=proxy)
+    filled = pki.with_issued(
+        shard, root, service_account_key=key, proxy=proxy, virtual_workspaces=virtual_workspaces
+    )
     done = Issued([(NOT_ISSUED, why) for why in pki.not_issued(filled, root, release)])
     if not requests and not trust:
         return filled, done

@@ -6,11 +6,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kcp_shard_operator.constants import CACHE_SERVER_KIND, FRONT_PROXY_KIND, SHARD_KIND
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_KIND,
+    FRONT_PROXY_KIND,
+    SHARD_KIND,
+    VIRTUAL_WORKSPACES_KIND,
+)
 from kcp_shard_operator.controller.context import Context, Logger, Mounts
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
-from kcp_shard_operator.controller.reads import front_proxies
+from kcp_shard_operator.controller.reads import front_proxies, virtual_workspace_servers
 from kcp_shard_operator.controller.shard import reconcile
+from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
 from kcp_shard_operator.core.api.model import SpecError
 from kcp_shard_operator.core.cacheserver import pki as cachepki
 from kcp_shard_operator.core.cacheserver.names import serving_secret
@@ -18,9 +24,13 @@ from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.render import mounted
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy
+from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.virtualworkspaces import names as vwnames
+from kcp_shard_operator.core.virtualworkspaces.names import shard_client_secret
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 
 def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
@@ -47,6 +57,9 @@ def referencing(ctx: Context, namespace: str, secret: str) -> list[str]:
     proxy_versions = ctx.store.versions(FRONT_PROXY_KIND, namespace)
     names = []
     for name, version in shards.items():
+        if secret == shard_client_secret(name):
+            names.append(name)
+            continue
         key = f"{namespace}/{name}"
         mounts = ctx.mounts.get(key)
         if mounts is None or not _current(mounts, version, shards, proxies, proxy_versions):
@@ -193,8 +206,48 @@ def reconcile_with_dependents(
     if not spec.get("rootShardRef"):
         for dependent in dependents(ctx, namespace, name):
             reconcile(ctx, namespace, dependent, logger)
+    for server in virtual_workspaces_serving(ctx, namespace, name):
+        reconcile_virtual_workspaces(ctx, namespace, server, logger)
     for proxy in front_proxies_of(ctx, namespace, name, spec):
         reconcile_front_proxy(ctx, namespace, proxy, logger)
+
+
+def virtual_workspaces_serving(ctx: Context, namespace: str, shard: str) -> list[str]:
+    """VirtualWorkspaceServers of ``namespace`` naming Shard ``shard``: they start and roll
+    after it."""
+    return [
+        item["metadata"]["name"]
+        for item in ctx.store.select(
+            VIRTUAL_WORKSPACES_KIND,
+            namespace,
+            lambda item: ((item.get("spec") or {}).get("shardRef") or {}).get("name") == shard,
+        )
+    ]
+
+
+def virtual_workspaces_using(ctx: Context, namespace: str, secret: str) -> list[str]:
+    """VirtualWorkspaceServers of ``namespace`` whose live pods mount Secret ``secret``, whose
+    own Secrets it is, or whose certificates a CA in it may sign (a CA's Secret)."""
+    found = []
+    for server in virtual_workspace_servers(ctx, namespace):
+        live = ctx.store.lookup("Deployment", namespace, vwnames.child_name(server))[1]
+        pod = (((live or {}).get("spec") or {}).get("template") or {}).get("spec") or {}
+        own = (vwnames.serving_secret(server), vwnames.kubeconfig_secret(server))
+        if secret in (*own, *secret_names(pod), _installation_ca(ctx, server)):
+            found.append(server.name)
+    return found
+
+
+def _installation_ca(ctx: Context, server: VirtualWorkspaceServer) -> str | None:
+    """The Secret of the CA that signs ``server``'s certificates: its shard's root's."""
+    shard = ctx.store.lookup(SHARD_KIND, server.namespace, vwnames.shard_name(server))[1]
+    if shard is None:
+        return None
+    spec = shard.get("spec") or {}
+    root_name = (spec.get("rootShardRef") or {}).get("name") or vwnames.shard_name(server)
+    root = ctx.store.lookup(SHARD_KIND, server.namespace, str(root_name))[1]
+    named = (((root or {}).get("spec") or {}).get("pki") or {}).get("caSecretRef") or {}
+    return str(named.get("name") or Names(str(root_name)).ca)
 
 
 def reconcile_installation(ctx: Context, namespace: str, root: str, logger: Logger) -> None:

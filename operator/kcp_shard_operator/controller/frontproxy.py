@@ -23,6 +23,7 @@ from kcp_shard_operator.controller.reads import (
     read,
     read_front_proxy,
     read_secrets,
+    virtual_workspaces_of,
 )
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
@@ -51,6 +52,7 @@ from kcp_shard_operator.core.status.deployments import (
     deployment_revision,
     rollout_complete,
 )
+from kcp_shard_operator.core.virtualworkspaces.names import serves
 from kcp_shard_operator.kube.client import APIError, error_message
 
 CHILDREN = (
@@ -193,7 +195,14 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     secrets = read_secrets(ctx, namespace, names)
     release = ctx.settings.deprecating_release
     decision = plan_front_proxy(
-        proxy, root, shards, observed, release, secrets.revisions, secrets.keys
+        proxy,
+        root,
+        shards,
+        observed,
+        release,
+        secrets.revisions,
+        secrets.keys,
+        serves(virtual_workspaces_of(ctx, namespace, root_ref)),
     )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:

@@ -25,6 +25,9 @@ from kcp_shard_operator.constants import (
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
+    VIRTUAL_WORKSPACES_API_VERSION,
+    VIRTUAL_WORKSPACES_KIND,
+    VIRTUAL_WORKSPACES_PLURAL,
 )
 from kcp_shard_operator.controller import resync
 from kcp_shard_operator.controller.cacheserver import reconcile_cache_server
@@ -36,10 +39,13 @@ from kcp_shard_operator.controller.fanout import (
     reconcile_referencing,
     reconcile_with_dependents,
     shards_using_cache_server,
+    virtual_workspaces_using,
 )
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
+from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.schedule import pool
 from kcp_shard_operator.controller.shard import reconcile
+from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
 from kcp_shard_operator.controller.watched import CHILDREN, OWNER_KINDS, PODS, SECRETS
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.api.model import JSON
@@ -136,6 +142,25 @@ def on_front_proxy(ctx: Context, type: str | None, body: JSON, logger: Logger) -
         reconcile_installation(ctx, namespace, str(root), logger)
 
 
+def on_virtual_workspaces(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
+    """A pass over the VirtualWorkspaceServer, then over the Shard it serves (which switches
+    its virtual workspaces to it once it is Ready, and back once it is gone) and the
+    FrontProxies of the namespace (the root's server takes ``/services/``)."""
+    _remember(ctx, VIRTUAL_WORKSPACES_KIND, type, body)
+    namespace, name, meta = _where(body)
+    if namespace is None:
+        return
+    if type != "DELETED":
+        if not _finalized(meta):
+            return
+        reconcile_virtual_workspaces(ctx, namespace, name, logger)
+    shard = ((body.get("spec") or {}).get("shardRef") or {}).get("name")
+    if shard:
+        reconcile(ctx, namespace, str(shard), logger)
+    for proxy in front_proxies(ctx, namespace):
+        reconcile_front_proxy(ctx, namespace, proxy.name, logger)
+
+
 def on_child(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """A pass over each object the child belongs to."""
     _remember(ctx, str(body.get("kind", "")), type, body)
@@ -148,6 +173,8 @@ def on_child(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None
         reconcile_front_proxy(ctx, namespace, proxy, logger)
     for shard in _owners(meta, SHARD_KIND, SHARD_API_VERSION):
         reconcile(ctx, namespace, shard, logger)
+    for server in _owners(meta, VIRTUAL_WORKSPACES_KIND, VIRTUAL_WORKSPACES_API_VERSION):
+        reconcile_virtual_workspaces(ctx, namespace, server, logger)
 
 
 def _owners(meta: Mapping[str, Any], kind: str, api_version: str) -> list[str]:
@@ -186,6 +213,8 @@ def on_secret(ctx: Context, type: str | None, body: JSON, logger: Logger) -> Non
         reconcile_cache_server(ctx, namespace, cache, logger)
     for proxy in front_proxies_using(ctx, namespace, name):
         reconcile_front_proxy(ctx, namespace, proxy, logger)
+    for server in virtual_workspaces_using(ctx, namespace, name):
+        reconcile_virtual_workspaces(ctx, namespace, server, logger)
     reconcile_referencing(ctx, namespace, name, logger)
 
 
@@ -193,6 +222,7 @@ REACTIONS: dict[str, React] = {
     SHARD_KIND: on_shard,
     CACHE_SERVER_KIND: on_cache_server,
     FRONT_PROXY_KIND: on_front_proxy,
+    VIRTUAL_WORKSPACES_KIND: on_virtual_workspaces,
     **{child.kind: on_child for child in CHILDREN},
     PODS.kind: on_pod,
     SECRETS.kind: on_secret,
@@ -269,6 +299,12 @@ def register(registry: kopf.OperatorRegistry) -> None:
         (SHARD_PLURAL, SHARD_KIND, reconcile, "on_shard_timer"),
         (CACHE_SERVER_PLURAL, CACHE_SERVER_KIND, reconcile_cache_server, "on_cache_server_timer"),
         (FRONT_PROXY_PLURAL, FRONT_PROXY_KIND, reconcile_front_proxy, "on_front_proxy_timer"),
+        (
+            VIRTUAL_WORKSPACES_PLURAL,
+            VIRTUAL_WORKSPACES_KIND,
+            reconcile_virtual_workspaces,
+            "on_virtual_workspaces_timer",
+        ),
     ):
         events = kopf.on.event(API_GROUP, API_VERSION, plural, registry=registry)
         events(watching(kind, REACTIONS[kind]))

@@ -12,6 +12,8 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
+    VIRTUAL_WORKSPACES_API_VERSION,
+    VIRTUAL_WORKSPACES_KIND,
 )
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.store import trimmed
@@ -22,6 +24,11 @@ from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.shard.meta import selector_labels
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.virtualworkspaces import names as vwnames
+from kcp_shard_operator.core.virtualworkspaces.spec import (
+    VirtualWorkspaceServer,
+    parse_virtual_workspace_server,
+)
 
 
 def read(ctx: Context, api_version: str, kind: str, namespace: str, name: str) -> JSON | None:
@@ -172,3 +179,25 @@ def labelled_pods(ctx: Context, namespace: str, labels: Mapping[str, str]) -> li
 def pods(ctx: Context, shard: Shard) -> list[JSON]:
     """The shard's pods as the pod watch last delivered them."""
     return labelled_pods(ctx, shard.namespace, selector_labels(shard))
+
+
+def read_virtual_workspaces(ctx: Context, namespace: str, name: str) -> JSON | None:
+    return read(ctx, VIRTUAL_WORKSPACES_API_VERSION, VIRTUAL_WORKSPACES_KIND, namespace, name)
+
+
+def virtual_workspace_servers(ctx: Context, namespace: str) -> list[VirtualWorkspaceServer]:
+    """The valid VirtualWorkspaceServers of ``namespace``."""
+    found = []
+    for body in every(ctx, VIRTUAL_WORKSPACES_KIND, namespace):
+        try:
+            found.append(parse_virtual_workspace_server(body))
+        except SpecError:
+            continue
+    return found
+
+
+def virtual_workspaces_of(
+    ctx: Context, namespace: str, shard: str
+) -> VirtualWorkspaceServer | None:
+    """The VirtualWorkspaceServer running the virtual workspaces of Shard ``shard``."""
+    return vwnames.serving(virtual_workspace_servers(ctx, namespace), namespace, shard)

@@ -25,9 +25,12 @@ from kcp_shard_operator.controller.reads import (
     read_secrets,
     read_shard,
     root_of,
+    virtual_workspaces_of,
 )
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.installation.steps import container_args
+from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
 from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.pki import with_issued
@@ -40,6 +43,8 @@ from kcp_shard_operator.core.status.deployments import (
     pods_refused_by_a_terminating_namespace,
     rollout_complete,
 )
+from kcp_shard_operator.core.virtualworkspaces.names import serves
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 from kcp_shard_operator.kube.client import (
     PLURALS,
     APIError,
@@ -90,6 +95,18 @@ def _leave(ctx: Context, uid: str, namespace: str, logger: Logger) -> None:
     ctx.terminating[uid] = namespace
 
 
+def _virtual_workspaces(ctx: Context, shard: Shard) -> VirtualWorkspaceServer | None:
+    """The server that runs ``shard``'s virtual workspaces: once it is Ready, or when the
+    shard's pods already proxy to it. Until then the shard runs them in-process, so that
+    switching to a new server never leaves ``/services/`` without one."""
+    found = virtual_workspaces_of(ctx, shard.namespace, shard.name)
+    if found is None or serves(found) is not None:
+        return found
+    live = read(ctx, "apps/v1", "Deployment", shard.namespace, child_name(shard))
+    standalone = any(arg == STANDALONE_FLAG for arg in container_args(live))
+    return found if standalone else None
+
+
 def reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
     """Request a level-triggered pass over a Shard: children first, then status.
 
@@ -128,7 +145,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     try:
         root = root_of(ctx, shard)
         proxy = front_proxy_of(ctx, shard)
-        shard, issuance = issue(ctx, shard, root, logger, proxy)
+        virtual = _virtual_workspaces(ctx, shard)
+        shard, issuance = issue(ctx, shard, root, logger, proxy, virtual)
         root = None if root is None else with_issued(root, None, proxy=proxy)
         observed = {
             kind: read(ctx, api, kind, namespace, _child_name(shard, kind))

@@ -15,6 +15,8 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
+    VIRTUAL_WORKSPACES_API_VERSION,
+    VIRTUAL_WORKSPACES_KIND,
 )
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.kube.client import PLURALS
@@ -45,6 +47,7 @@ OWNERS = (
     Watched(SHARD_API_VERSION, SHARD_KIND),
     Watched(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND),
     Watched(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND),
+    Watched(VIRTUAL_WORKSPACES_API_VERSION, VIRTUAL_WORKSPACES_KIND),
 )
 """The operator's own kinds, whose objects own the rest."""
 CHILDREN = (

@@ -29,6 +29,8 @@ from kcp_shard_operator.constants import (
     NAMESPACE_TERMINATING,
     SHARD_KIND,
     SHARD_PLURAL,
+    VIRTUAL_WORKSPACES_KIND,
+    VIRTUAL_WORKSPACES_PLURAL,
 )
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.kube.credentials import Credentials
@@ -45,6 +47,7 @@ PLURALS = {
     SHARD_KIND: SHARD_PLURAL,
     CACHE_SERVER_KIND: CACHE_SERVER_PLURAL,
     FRONT_PROXY_KIND: FRONT_PROXY_PLURAL,
+    VIRTUAL_WORKSPACES_KIND: VIRTUAL_WORKSPACES_PLURAL,
 }
 TIMEOUT = (5.0, 30.0)
 """Seconds to connect and to wait for an answer."""

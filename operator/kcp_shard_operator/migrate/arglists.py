@@ -14,11 +14,19 @@ from collections.abc import Callable
 from ruamel.yaml.nodes import Node, ScalarNode, SequenceNode
 
 from kcp_shard_operator.core.kcp.flags import FlagOccurrence, find_flag
-from kcp_shard_operator.core.kcp.versions import FLAG_GATES, FlagGate, at_least, gate_bounds
+from kcp_shard_operator.core.kcp.versions import (
+    FLAG_GATES,
+    VALUES_ROLES,
+    FlagGate,
+    at_least,
+    gate_bounds,
+)
 from kcp_shard_operator.migrate.locate import FLAG, Locator, Unknown
 from kcp_shard_operator.migrate.nodes import Segment, Visit, get, scalar, subtree
 
-DEPRECATED_GATES = tuple(gate for gate in FLAG_GATES if gate.deprecated)
+DEPRECATED_GATES = tuple(
+    gate for gate in FLAG_GATES if gate.deprecated and gate.roles & VALUES_ROLES
+)
 
 
 def _deprecated_in(value: str) -> str | None:

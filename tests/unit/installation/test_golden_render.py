@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kcp_shard_operator.cli.main import main
+from kcp_shard_operator.core.kcp.versions import Version
 from testkit.tools import pinned_version
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -77,3 +78,24 @@ def test_the_samples_run_the_kcp_the_kind_images_are_built_from() -> None:
             root = {"rootShardRef": {"name": "root"}}
             assert spec in ({}, cache, root, {**root, **cache}), sample.name
     assert kinds == ["Namespace", "CacheServer", "Shard", "Shard", "FrontProxy"]
+
+
+@pytest.mark.parametrize("version", ["0.27.1", "0.30.0", "0.31.0", "0.34.0"])
+def test_virtual_workspace_servers_render_to_golden_on_each_version_row(
+    version: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """docs/examples/virtual-workspaces.yaml at each kcp version where the flag table's rows
+    for the virtual-workspace server or its shard differ: --shard-external-url and the shard's
+    --external-hostname up to 0.30, --cache-kubeconfig required and the root-shard kubeconfig
+    gone from the deprecating release (0.34.0)."""
+    example = ROOT / "docs" / "examples" / "virtual-workspaces.yaml"
+    text = example.read_text(encoding="utf-8").replace('version: "0.27.1"', f'version: "{version}"')
+    (tmp_path / "virtual-workspaces.yaml").write_text(text, encoding="utf-8")
+    _rendered(tmp_path, GOLDEN / f"virtual-workspaces-{version}.yaml", capsys)
+    out = (GOLDEN / f"virtual-workspaces-{version}.yaml").read_text(encoding="utf-8")
+    old = Version.parse(version) < Version(0, 31, 0)
+    # Both shards take it on every version; their servers only up to 0.30.
+    assert out.count("--shard-external-url=https://kcp-front-proxy") == (4 if old else 2)
+    assert ("--external-hostname=shard-1-kcp.kcp-vw-example.svc" in out) is old
+    assert out.count("--run-virtual-workspaces=false") == 2
+    assert ("--root-shard-kubeconfig-file" in out) is (version != "0.34.0")

@@ -288,3 +288,49 @@ def test_a_pinned_image_tag_of_a_cache_server_or_front_proxy_is_noted(
             f"spec.image.tag 'v{OLD}' is pinned: the pods run that image, not kcp {NEW}; set it "
             "too (or remove it)"
         ], kind
+
+
+VIRTUAL_WORKSPACES = SAMPLES.parents[1] / "docs" / "examples" / "virtual-workspaces.yaml"
+
+
+def test_plan_puts_each_virtual_workspace_server_after_its_shard_before_the_front_proxy(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["plan", "-f", str(VIRTUAL_WORKSPACES), "--to", NEW, "-o", "json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    order = [(step["kind"], step["name"], step["order"]) for step in steps]
+    assert order == [
+        ("CacheServer", "cache", 1),
+        ("Shard", "root", 2),
+        ("Shard", "shard-1", 3),
+        ("VirtualWorkspaceServer", "root", 3),
+        ("VirtualWorkspaceServer", "shard-1", 4),
+        ("FrontProxy", "kcp", 4),
+    ]
+    servers = {step["name"]: step for step in steps if step["kind"] == "VirtualWorkspaceServer"}
+    # kcp 0.31 hid and ignored the server's --shard-external-url; 0.34.0 renders it no more.
+    assert servers["shard-1"]["flagsDropped"] == ["--shard-external-url"]
+    assert servers["shard-1"]["waitsFor"] == f"Shard shard-1 to roll out kcp {NEW}"
+    assert all(step["outcome"] == ROLLS for step in steps)
+
+
+def test_a_virtual_workspace_server_whose_shard_lacks_a_cache_server_is_invalid_past_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = VIRTUAL_WORKSPACES.read_text(encoding="utf-8").replace(
+        "  cache: {serverRef: {name: cache}}\n---\napiVersion: kcpshard.dev/v1alpha1\nkind: Shard\n"
+        "metadata:\n  name: shard-1",
+        "---\napiVersion: kcpshard.dev/v1alpha1\nkind: Shard\nmetadata:\n  name: shard-1",
+    )
+    assert text != VIRTUAL_WORKSPACES.read_text(encoding="utf-8")
+    (tmp_path / "vw.yaml").write_text(text, encoding="utf-8")
+    assert main(["plan", "-f", str(tmp_path / "vw.yaml"), "--to", NEW, "-o", "json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    root_server = next(
+        s for s in steps if (s["kind"], s["name"]) == ("VirtualWorkspaceServer", "root")
+    )
+    assert root_server["outcome"] == "InvalidSpec"
+    assert "reads the core APIExport identities from the cache server" in root_server["message"]
+    assert main(["plan", "-f", str(tmp_path / "vw.yaml"), "--to", "0.33.0", "-o", "json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert {s["outcome"] for s in steps if s["kind"] == "VirtualWorkspaceServer"} == {ROLLS}

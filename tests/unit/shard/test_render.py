@@ -322,8 +322,10 @@ EVERY_FIELD: dict[str, Any] = {
             "requestHeaderClientCASecretRef",
             "shardClientCertSecretRef",
             "rootCASecretRef",
+            "virtualWorkspaceCASecretRef",
         )
     },
+    "virtualWorkspaceURL": "https://shard-1-vw:6443",
     "logicalClusterAdminKubeconfigSecretRef": {"name": "lca"},
     "externalLogicalClusterAdminKubeconfigSecretRef": {"name": "elca"},
 }
@@ -331,7 +333,7 @@ EVERY_FIELD: dict[str, Any] = {
 
 def test_every_rendered_flag_but_the_operators_own_names_its_spec_field(root: Shard) -> None:
     rendered: set[str] = set()
-    for version in ("0.32.3", "0.34.0"):
+    for version in ("0.30.0", "0.32.3", "0.34.0"):
         shard = make(non_root_object(version=version, **EVERY_FIELD))
         rendered |= {arg.split("=")[0] for arg in args_of(shard, root)}
     assert rendered - set(SPEC_FIELDS) == {"--root-directory", "--secure-port", "--shard-name"}

@@ -32,6 +32,7 @@ from kcp_shard_operator.core.status.conditions import (
     condition,
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 POD_KINDS = frozenset({"Deployment", "PodDisruptionBudget"})
 
@@ -95,10 +96,12 @@ def plan_front_proxy(
     deprecating_release: Version,
     secret_revisions: Mapping[str, str] | None = None,
     secret_keys: Mapping[str, Collection[str]] | None = None,
+    virtual_workspaces: VirtualWorkspaceServer | None = None,
 ) -> ProxyPlan:
     """Decide the pass for ``proxy``: ``root`` is its root Shard (None: not found), ``shards``
     the installation's Shards, ``observed`` maps kind -> live child or None,
-    ``secret_revisions`` the resourceVersions of the Secrets that exist."""
+    ``secret_revisions`` the resourceVersions of the Secrets that exist,
+    ``virtual_workspaces`` the server running the root's virtual workspaces (None: none)."""
     if root is None:
         return ProxyPlan(
             error=f"root Shard {root_name(proxy)!r} (spec.rootShardRef) not found in "
@@ -110,7 +113,9 @@ def plan_front_proxy(
     held = None if waits is None else held_at_running_version(proxy, deployment)
     target = held or proxy
     try:
-        rendered = render_front_proxy(target, root, deprecating_release, secret_revisions)
+        rendered = render_front_proxy(
+            target, root, deprecating_release, secret_revisions, virtual_workspaces
+        )
     except SpecError as err:
         return ProxyPlan(error=str(err))
     pod_spec = rendered.deployment["spec"]["template"]["spec"]

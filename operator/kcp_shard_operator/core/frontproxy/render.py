@@ -2,8 +2,13 @@
 
 The front-proxy keeps no state: two replicas by default, rolled one surge pod at a time, so
 a rollout never drops below the PodDisruptionBudget. Its mapping sends ``/clusters/`` (which
-it routes to the shard holding each workspace) and ``/services/`` to the root shard. The
-operator and ``render`` both call :func:`render_front_proxy`.
+it routes to the shard holding each workspace) to the root shard, and ``/services/`` to the
+root shard or, when a VirtualWorkspaceServer runs the root shard's virtual workspaces, to
+that server. kcp's front-proxy (up to 0.31 at least: pkg/proxy/mapping.go, "TODO: handle
+virtual workspace apiservers per shard") has one backend per path: the virtual workspaces
+of another shard are reached at the URL its APIExportEndpointSlices list (its own
+virtual-workspace server), not through the front-proxy. The operator and ``render`` both
+call :func:`render_front_proxy`.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ from kcp_shard_operator.core.kcp.versions import (
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard.names import base_url
 from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.virtualworkspaces.names import service_url as virtual_workspaces_url
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 NAME = "kcp-front-proxy"
 """``app.kubernetes.io/name`` of a front-proxy's objects."""
@@ -59,7 +66,8 @@ CONFIG_DIR = "/etc/kcp-front-proxy"
 MAPPING_FILE = "mapping.yaml"
 MAPPING_ANNOTATION = f"{API_GROUP}/mapping"
 """On the pod template: a digest of the mapping, which kcp-front-proxy reads once at start."""
-FORWARDED_PATHS = ("/clusters/", "/services/")
+SERVICES_PATH = "/services/"
+FORWARDED_PATHS = ("/clusters/", SERVICES_PATH)
 SPEC_FIELDS = {
     **dict.fromkeys(("--tls-cert-file", "--tls-private-key-file"), "spec.tls.servingCertSecretRef"),
     "--client-ca-file": "spec.tls.clientCASecretRef",
@@ -122,13 +130,16 @@ def service(proxy: FrontProxy) -> JSON:
     }
 
 
-def mapping(root: Shard) -> str:
-    """The mapping file: the forwarded paths to the root shard, verified with the shards'
-    CA and forwarded with the requestheader client certificate."""
+def mapping(root: Shard, virtual_workspaces: VirtualWorkspaceServer | None = None) -> str:
+    """The mapping file: the forwarded paths to the root shard (``/services/`` to the
+    root's ``virtual_workspaces`` server when it has one), verified with the shards' CA
+    (which signs the servers' certificates too) and forwarded with the requestheader client
+    certificate."""
+    services = virtual_workspaces_url(virtual_workspaces) if virtual_workspaces else None
     entries = [
         {
             "path": path,
-            "backend": base_url(root),
+            "backend": services if services and path == SERVICES_PATH else base_url(root),
             "backend_server_ca": f"{CONFIG_DIR}/shards-ca/ca.crt",
             "proxy_client_cert": f"{CONFIG_DIR}/requestheader/tls.crt",
             "proxy_client_key": f"{CONFIG_DIR}/requestheader/tls.key",
@@ -138,12 +149,12 @@ def mapping(root: Shard) -> str:
     return str(yaml.safe_dump(entries, sort_keys=False))
 
 
-def config_map(proxy: FrontProxy, root: Shard) -> JSON:
+def config_map(proxy: FrontProxy, text: str) -> JSON:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(proxy, name=mapping_name(proxy)),
-        "data": {MAPPING_FILE: mapping(root)},
+        "data": {MAPPING_FILE: text},
     }
 
 
@@ -280,8 +291,11 @@ def render_front_proxy(
     root: Shard,
     deprecating_release: Version,
     secret_revisions: Mapping[str, str] | None = None,
+    virtual_workspaces: VirtualWorkspaceServer | None = None,
 ) -> RenderedFrontProxy:
-    """The children of ``proxy``, whose ``spec.rootShardRef`` names ``root``.
+    """The children of ``proxy``, whose ``spec.rootShardRef`` names ``root``;
+    ``virtual_workspaces`` is the server running the root's virtual workspaces (None: the
+    root runs them).
 
     With ``secret_revisions`` (Secret name -> resourceVersion) the pod template carries a
     digest of the mounted Secrets' revisions, so pods roll when a certificate rotates.
@@ -290,11 +304,11 @@ def render_front_proxy(
         raise SpecError("spec.rootShardRef", f"root Shard {root_name(proxy)!r} not found")
     if not root.spec.is_root:
         raise SpecError("spec.rootShardRef", f"Shard {root.name!r} is not a root shard")
-    text = mapping(root)
+    text = mapping(root, virtual_workspaces)
     budget = pdb(proxy)
     return RenderedFrontProxy(
         service=stamped(service(proxy)),
-        config_map=stamped(config_map(proxy, root)),
+        config_map=stamped(config_map(proxy, text)),
         deployment=stamped(
             deployment(proxy, proxy_flags(proxy, deprecating_release), text, secret_revisions)
         ),

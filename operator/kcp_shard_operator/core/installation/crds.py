@@ -11,12 +11,16 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_PLURAL,
     SHARD_KIND,
     SHARD_PLURAL,
+    VIRTUAL_WORKSPACES_KIND,
+    VIRTUAL_WORKSPACES_PLURAL,
+    VIRTUAL_WORKSPACES_SHORT_NAME,
 )
 from kcp_shard_operator.core.api.model import JSON, object_schema
 from kcp_shard_operator.core.cacheserver import spec as cachespec
 from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
 from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN, max_name_length
 from kcp_shard_operator.core.shard.spec import CHILD_SUFFIX, SPEC_RULES, ShardSpec
+from kcp_shard_operator.core.virtualworkspaces import spec as vwspec
 
 
 def _condition_schema() -> JSON:
@@ -60,7 +64,17 @@ def _crd(
     status: JSON,
     columns: list[JSON],
     name_rule: JSON,
+    short_names: tuple[str, ...] = (),
 ) -> JSON:
+    names: JSON = {
+        "kind": kind,
+        "listKind": f"{kind}List",
+        "plural": plural,
+        "singular": kind.lower(),
+        "categories": ["kcp"],
+    }
+    if short_names:
+        names["shortNames"] = list(short_names)
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
@@ -70,13 +84,7 @@ def _crd(
         },
         "spec": {
             "group": API_GROUP,
-            "names": {
-                "kind": kind,
-                "listKind": f"{kind}List",
-                "plural": plural,
-                "singular": kind.lower(),
-                "categories": ["kcp"],
-            },
+            "names": names,
             "scope": "Namespaced",
             "versions": [
                 {
@@ -280,5 +288,53 @@ def front_proxy_crd() -> JSON:
     )
 
 
+def virtual_workspaces_status_schema() -> JSON:
+    return {
+        "type": "object",
+        "description": "Observed state of the virtual-workspace server, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "version": {
+                "type": "string",
+                "description": "kcp version rolled out on every replica.",
+            },
+            "phase": {"type": "string"},
+            "readyReplicas": {"type": "integer"},
+            "url": {
+                "type": "string",
+                "description": "Its Service URL: what its shard advertises as "
+                "--shard-virtual-workspace-url (the APIExportEndpointSlices list it).",
+            },
+            "certificates": status_schema()["properties"]["certificates"],
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def virtual_workspaces_crd() -> JSON:
+    spec = object_schema(vwspec.VirtualWorkspaceServerSpec)
+    spec["x-kubernetes-validations"] = [
+        {"rule": rule, "message": message} for rule, message, _ in vwspec.RULES
+    ]
+    columns = [
+        _column("Shard", ".spec.shardRef.name"),
+        _column("Desired", ".spec.version"),
+        _column("Running", ".status.version"),
+        _ready_column(),
+        _column("Phase", ".status.phase"),
+        _column("URL", ".status.url"),
+    ]
+    return _crd(
+        VIRTUAL_WORKSPACES_KIND,
+        VIRTUAL_WORKSPACES_PLURAL,
+        "A kcp standalone virtual-workspace server run by kcp-shard-operator for one Shard.",
+        spec,
+        virtual_workspaces_status_schema(),
+        columns,
+        _name_rule(VIRTUAL_WORKSPACES_KIND, vwspec.CHILD_SUFFIX),
+        (VIRTUAL_WORKSPACES_SHORT_NAME,),
+    )
+
+
 def crds() -> list[JSON]:
-    return [shard_crd(), cache_server_crd(), front_proxy_crd()]
+    return [shard_crd(), cache_server_crd(), front_proxy_crd(), virtual_workspaces_crd()]

@@ -1,4 +1,5 @@
-"""Reading Shard, CacheServer and FrontProxy objects out of multi-document YAML (pure)."""
+"""Reading Shard, CacheServer, FrontProxy and VirtualWorkspaceServer objects out of
+multi-document YAML (pure)."""
 
 from __future__ import annotations
 
@@ -15,12 +16,18 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
+    VIRTUAL_WORKSPACES_API_VERSION,
+    VIRTUAL_WORKSPACES_KIND,
 )
 from kcp_shard_operator.core.api.model import SpecError
 from kcp_shard_operator.core.cacheserver.spec import CacheServer, parse_cache_server
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.virtualworkspaces.spec import (
+    VirtualWorkspaceServer,
+    parse_virtual_workspace_server,
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +105,18 @@ def load_cache_servers(texts: Iterable[str]) -> tuple[list[CacheServer], list[Sh
 def load_front_proxies(texts: Iterable[str]) -> tuple[list[FrontProxy], list[ShardProblem]]:
     """Every FrontProxy in ``texts``, and the invalid ones."""
     return _load(texts, FRONT_PROXY_KIND, FRONT_PROXY_API_VERSION, parse_front_proxy)
+
+
+def load_virtual_workspace_servers(
+    texts: Iterable[str],
+) -> tuple[list[VirtualWorkspaceServer], list[ShardProblem]]:
+    """Every VirtualWorkspaceServer in ``texts``, and the invalid ones."""
+    return _load(
+        texts,
+        VIRTUAL_WORKSPACES_KIND,
+        VIRTUAL_WORKSPACES_API_VERSION,
+        parse_virtual_workspace_server,
+    )
 
 
 def root_of(shard: Shard, shards: Iterable[Shard]) -> Shard | None:

@@ -1,11 +1,12 @@
-"""CacheServers and FrontProxies in an upgrade plan (pure).
+"""CacheServers, VirtualWorkspaceServers and FrontProxies in an upgrade plan (pure).
 
 The operator rolls a cache server before the shards on it (:func:`planner.plan` waits for it)
 and a front-proxy once every shard of its installation runs its version
 (:mod:`frontproxyplan`). :func:`upgradeplan.plan_upgrade` orders the Shards taking each
 CacheServer as rolled out already; here the cache servers get steps of their own, the Shards'
 order moves behind the cache servers they wait for, and each front-proxy comes after its
-shards, with the flags its new version renders.
+shards, with the flags its new version renders. A virtual-workspace server comes after its
+shard (it rolls once its shard runs its version) and before the front-proxy.
 """
 
 from __future__ import annotations
@@ -14,7 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from kcp_shard_operator.constants import CACHE_SERVER_KIND, FRONT_PROXY_KIND
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_KIND,
+    FRONT_PROXY_KIND,
+    VIRTUAL_WORKSPACES_KIND,
+)
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.cacheserver.names import child_name as cache_child_name
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
@@ -39,6 +44,7 @@ from kcp_shard_operator.core.rollout.versions import (
     at_version,
     downgrade_refusal,
 )
+from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import (
     ROOT_SHARD_NOT_FOUND,
@@ -46,11 +52,21 @@ from kcp_shard_operator.core.status.conditions import (
     WAITING_FOR_SHARDS,
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
+from kcp_shard_operator.core.virtualworkspaces.names import serving as serving_shard
+from kcp_shard_operator.core.virtualworkspaces.names import shard_name
+from kcp_shard_operator.core.virtualworkspaces.render import (
+    CONTAINER as SERVER_CONTAINER,
+)
+from kcp_shard_operator.core.virtualworkspaces.render import (
+    render_virtual_workspaces,
+    server_flags,
+)
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 CACHE_CONTAINER = "cache-server"
 PROXY_CONTAINER = "kcp-front-proxy"
-KIND_ORDER = {CACHE_SERVER_KIND: 0, FRONT_PROXY_KIND: 2}
-"""Within a wave: cache servers, then Shards (1), then front-proxies."""
+KIND_ORDER = {CACHE_SERVER_KIND: 0, VIRTUAL_WORKSPACES_KIND: 2, FRONT_PROXY_KIND: 3}
+"""Within a wave: cache servers, then Shards (1), virtual-workspace servers, front-proxies."""
 
 Deployments = Mapping[tuple[str, str], JSON | None]
 """Live Deployments by (kind, ``namespace/name`` of the CacheServer or FrontProxy)."""
@@ -247,6 +263,87 @@ def proxy_step(
     )
 
 
+def server_step(
+    server: VirtualWorkspaceServer,
+    served: Shard | None,
+    live: JSON | None,
+    target: str | None,
+    release: Version,
+    shard_steps: Sequence[Step],
+) -> Step:
+    """What the operator does with ``server`` once its ``spec.version`` is ``target`` (None:
+    as it is), after ``shard_steps``: roll it once its Shard (``served``, filled in as its
+    pass fills it) runs that version or a newer one, with the flags that version takes."""
+    namespace, name, now = server.namespace, server.name, deployed_version(live)
+    shard = next(
+        (s for s in shard_steps if (s.namespace, s.name) == (namespace, shard_name(server))), None
+    )
+    if served is None or shard is None:
+        message = f"Shard {shard_name(server)!r} (spec.shardRef) not found in {namespace}"
+        return _step(VIRTUAL_WORKSPACES_KIND, namespace, name, REFUSED, now=now, after=now,
+                     reason="ShardNotFound", message=message)  # fmt: skip
+    wanted = target or server.spec.version
+    try:
+        will = server_flags(at_version(server, wanted), served, release).args
+        version = Version.parse(wanted)
+    except (SpecError, ValueError) as err:
+        return _step(VIRTUAL_WORKSPACES_KIND, namespace, name, INVALID, now=now,
+                     reason=INVALID, message=str(err))  # fmt: skip
+    if now != wanted and (parse_or_none(shard.after) or version) < version:
+        message = (
+            f"waits for Shard {shard.name} to run kcp {wanted} or newer, which the plan does "
+            "not reach: it stays at the kcp it runs"
+        )
+        return _step(VIRTUAL_WORKSPACES_KIND, namespace, name, WAITS, now=now, after=now,
+                     waits_for=f"Shard {shard.name}", reason="WaitingForShard",
+                     message=message)  # fmt: skip
+    was = container_args(live, SERVER_CONTAINER)
+    if now == wanted and was == will:
+        return _step(VIRTUAL_WORKSPACES_KIND, namespace, name, UNCHANGED, now=now, after=wanted)
+    waited = shard.wave if shard.wave and (parse_or_none(shard.now) or version) < version else 0
+    added, dropped = flag_changes(was, will) if live else ([], [])
+    return _step(
+        VIRTUAL_WORKSPACES_KIND,
+        namespace,
+        name,
+        ROLLS,
+        wave=1 + (waited or 0),
+        now=now,
+        after=wanted,
+        flags_added=added,
+        flags_dropped=dropped,
+        waits_for=f"Shard {shard.name} to roll out kcp {wanted}" if waited else None,
+        notes=pinned_tag_notes(server.spec.image.tag, wanted),
+    )
+
+
+def served_shards(
+    shards: Sequence[Shard],
+    proxies: Sequence[FrontProxy],
+    servers: Sequence[VirtualWorkspaceServer],
+) -> dict[str, Shard]:
+    """The Shard each of ``servers`` serves (by the server's ``namespace/name``), filled in as
+    its pass fills it: behind its installation's FrontProxy, served by it."""
+    by_key = {shard.key: shard for shard in shards}
+    found = {}
+    for server in servers:
+        shard = by_key.get(_key(server.namespace, shard_name(server)))
+        if shard is None:
+            continue
+        ref = shard.spec.root_shard_ref
+        root = shard if ref is None else by_key.get(_key(shard.namespace, ref.name))
+        root_name = root.name if root is not None else ""
+        proxy = next(
+            (p for p in sorted(proxies, key=lambda p: p.name)
+             if p.namespace == server.namespace and p.spec.root_shard_ref.name == root_name),
+            None,
+        )  # fmt: skip
+        found[server.key] = with_issued(
+            shard, None if ref is None else root, proxy=proxy, virtual_workspaces=server
+        )
+    return found
+
+
 def plan_installation(
     shard_steps: Sequence[Step],
     shard_objects: Sequence[JSON],
@@ -255,10 +352,14 @@ def plan_installation(
     deployments: Deployments,
     target: str | None,
     release: Version,
+    servers: Sequence[VirtualWorkspaceServer] = (),
+    served: Mapping[str, Shard] | None = None,
 ) -> list[Step]:
     """Every step of the upgrade in the operator's order: the ``shard_steps`` of
     :func:`upgradeplan.plan_upgrade` (over ``shard_objects``) with the CacheServers before
-    the Shards on them and the FrontProxies after their installations' shards."""
+    the Shards on them, each VirtualWorkspaceServer after its Shard (``served`` maps it to
+    its Shard, :func:`served_shards`) and the FrontProxies after their installations'
+    shards."""
     cache_steps = [
         cache_step(cache, deployments.get((CACHE_SERVER_KIND, cache.key)), target)
         for cache in caches
@@ -271,8 +372,19 @@ def plan_installation(
         )
         for proxy in proxies
     ]
+    server_steps = [
+        server_step(
+            server,
+            (served or {}).get(server.key),
+            deployments.get((VIRTUAL_WORKSPACES_KIND, server.key)),
+            target,
+            release,
+            shards,
+        )
+        for server in servers
+    ]
     return sorted(
-        [*cache_steps, *shards, *proxy_steps],
+        [*cache_steps, *shards, *server_steps, *proxy_steps],
         key=lambda s: (s.wave or 10**6, KIND_ORDER.get(s.kind, 1), not s.root, s.namespace, s.name),
     )
 
@@ -282,10 +394,11 @@ def as_deployed(
     proxies: Sequence[FrontProxy],
     shards: Sequence[Shard],
     release: Version,
+    servers: Sequence[VirtualWorkspaceServer] = (),
 ) -> Deployments:
-    """The Deployments the operator renders for ``caches`` and ``proxies`` at their specs (for
-    a plan on files, which takes each as running its spec); a FrontProxy whose root is not
-    among ``shards``, or cannot be rendered, has none."""
+    """The Deployments the operator renders for ``caches``, ``proxies`` and ``servers`` at
+    their specs (for a plan on files, which takes each as running its spec); one whose Shard
+    is not among ``shards``, or that cannot be rendered, has none."""
     deployments: dict[tuple[str, str], JSON | None] = {
         (CACHE_SERVER_KIND, cache.key): render_cache_server(cache).deployment for cache in caches
     }
@@ -293,8 +406,25 @@ def as_deployed(
     for proxy in proxies:
         root = roots.get(_key(proxy.namespace, root_name(proxy)))
         try:
-            rendered = None if root is None else render_front_proxy(proxy, root, release)
+            rendered = (
+                None
+                if root is None
+                else render_front_proxy(
+                    proxy,
+                    root,
+                    release,
+                    virtual_workspaces=serving_shard(servers, proxy.namespace, root.name),
+                )
+            )
         except SpecError:
             rendered = None
         deployments[(FRONT_PROXY_KIND, proxy.key)] = rendered.deployment if rendered else None
+    served = served_shards(shards, proxies, servers)
+    for server in servers:
+        shard = served.get(server.key)
+        try:
+            found = None if shard is None else render_virtual_workspaces(server, shard, release)
+        except SpecError:
+            found = None
+        deployments[(VIRTUAL_WORKSPACES_KIND, server.key)] = found.deployment if found else None
     return deployments

@@ -27,6 +27,8 @@ from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 from kcp_shard_operator.core.status.conditions import READY, ROLLED_OUT, ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.status.deployments import deployed_version
+from kcp_shard_operator.core.virtualworkspaces.names import serving as serving_shard
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 ROLLS = "Rolls"
 UNCHANGED = "Unchanged"
@@ -141,11 +143,22 @@ def _proxy(shard: Shard, proxies: Collection[FrontProxy]) -> FrontProxy | None:
 
 
 def _filled(
-    shard: Shard, root: Shard | None, deployment: JSON | None, proxies: Collection[FrontProxy]
+    shard: Shard,
+    root: Shard | None,
+    deployment: JSON | None,
+    proxies: Collection[FrontProxy],
+    servers: Collection[VirtualWorkspaceServer] = (),
 ) -> Shard:
-    """``shard`` with the issued references filled in, as a pass fills them."""
+    """``shard`` with the issued references filled in, as a pass fills them (its
+    VirtualWorkspaceServer among ``servers`` taken as Ready)."""
     key = takes_service_account_key(shard, root, deployment)
-    return with_issued(shard, root, service_account_key=key, proxy=_proxy(shard, proxies))
+    return with_issued(
+        shard,
+        root,
+        service_account_key=key,
+        proxy=_proxy(shard, proxies),
+        virtual_workspaces=serving_shard(servers, shard.namespace, shard.name),
+    )
 
 
 def _filled_root(root: Shard | None, proxies: Collection[FrontProxy]) -> Shard | None:
@@ -182,7 +195,10 @@ def _parse(state: _State, release: Version) -> None:
 
 
 def as_rolled_out(
-    objects: Sequence[JSON], release: Version, proxies: Collection[FrontProxy] = ()
+    objects: Sequence[JSON],
+    release: Version,
+    proxies: Collection[FrontProxy] = (),
+    servers: Collection[VirtualWorkspaceServer] = (),
 ) -> tuple[list[JSON], dict[str, JSON | None]]:
     """``objects`` as if each ran its spec already (for a plan on files): with
     ``status.version`` their ``spec.version``, and the Deployments the operator renders for
@@ -205,7 +221,7 @@ def as_rolled_out(
         root = None if ref is None else shards.get(f"{shard.namespace}/{ref.name}")
         try:
             rendered = render_shard(
-                _filled(shard, root, None, proxies), _filled_root(root, proxies), release
+                _filled(shard, root, None, proxies, servers), _filled_root(root, proxies), release
             )
         except SpecError:
             rolled.append(copy.deepcopy(obj))
@@ -224,13 +240,15 @@ def plan_upgrade(
     cleanup: Cleanup,
     cache_servers: Collection[str] = (),
     proxies: Collection[FrontProxy] = (),
+    servers: Collection[VirtualWorkspaceServer] = (),
 ) -> list[Step]:
     """The steps of setting every Shard in ``objects`` to ``target`` (None: their specs as
     they are), in the order the operator rolls them; ``deployments`` maps
     ``namespace/name`` of a Shard to its live Deployment (missing: none);
     ``cache_servers`` are the ``namespace/name`` of the CacheServers that exist, each taken
     as rolled out first (the operator rolls a Shard only after its CacheServer);
-    ``proxies`` the FrontProxies, whose installations' Shards trust and advertise them."""
+    ``proxies`` the FrontProxies, whose installations' Shards trust and advertise them;
+    ``servers`` the VirtualWorkspaceServers, whose Shards run no virtual workspaces."""
     states = {
         _key(obj): _State(
             _targeted(obj, target),
@@ -245,7 +263,7 @@ def plan_upgrade(
     wave = 0
     while True:
         wave += 1
-        rolled = _wave(states, before, wave, release, cleanup, cache_servers, proxies)
+        rolled = _wave(states, before, wave, release, cleanup, cache_servers, proxies, servers)
         if not rolled:
             break
     for key, state in states.items():
@@ -282,6 +300,7 @@ def _wave(
     cleanup: Cleanup,
     cache_servers: Collection[str],
     proxies: Collection[FrontProxy],
+    servers: Collection[VirtualWorkspaceServer],
 ) -> list[str]:
     """Plan every Shard not decided yet; the ones that roll in ``wave`` (their rollout
     simulated once all are planned: a wave rolls at once)."""
@@ -294,7 +313,7 @@ def _wave(
             continue
         root_state = _root_of(state, states)
         root = None if root_state is None else root_state.shard
-        shard = _filled(state.shard, root, state.deployment, proxies)
+        shard = _filled(state.shard, root, state.deployment, proxies, servers)
         filled_root = _filled_root(root, proxies)
         cache = _cache_rolled_out_first(shard, cache_servers)
         decision = plan(shard, filled_root, {"Deployment": state.deployment}, release, cache=cache)

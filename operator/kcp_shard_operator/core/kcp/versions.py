@@ -18,6 +18,7 @@ ROOT_SHARD_KUBECONFIG_FLAG = "--root-shard-kubeconfig-file"
 CACHE_KUBECONFIG_FLAG = "--cache-kubeconfig"
 ROOT_KUBECONFIG_FLAG = "--root-kubeconfig"
 SHARD_PEER_KUBECONFIG_FLAG = "--shard-peer-kubeconfig"
+SHARD_EXTERNAL_URL_FLAG = "--shard-external-url"
 
 
 _SEMVER = re.compile(
@@ -108,14 +109,18 @@ def deprecating_release_from_env(environ: Mapping[str, str]) -> Version:
 
 
 class Role(Enum):
-    """Who runs a flag: a root shard, a non-root shard (both ``kcp start``) or the front-proxy."""
+    """Who runs a flag: a root shard, a non-root shard (both ``kcp start``), the front-proxy
+    or a standalone virtual-workspace server (``virtual-workspaces``)."""
 
     ROOT = "root"
     NON_ROOT = "non-root"
     FRONT_PROXY = "front-proxy"
+    VIRTUAL_WORKSPACES = "virtual-workspaces"
 
 
 SHARD_ROLES = frozenset({Role.ROOT, Role.NON_ROOT})
+VALUES_ROLES = frozenset({*SHARD_ROLES, Role.FRONT_PROXY})
+"""The roles whose flags Helm values and manifests carry (what ``migrate-values`` edits)."""
 
 
 class Bound(Enum):
@@ -132,7 +137,8 @@ class FlagGate:
     ``replacement`` is the flag to use instead, and ``same_value`` says the replacement
     takes the same value (an alias), so the flag can be renamed rather than dropped.
     ``still_read``: deprecated, but kcp still reads it, so it is reported and never
-    removed.
+    removed. ``required_since``: from that release on the role cannot do without the flag
+    (before it, kcp has a default for it).
     """
 
     flag: str
@@ -142,6 +148,7 @@ class FlagGate:
     replacement: str | None = None
     same_value: bool = False
     still_read: bool = False
+    required_since: Version | Bound | None = None
     why: str = ""
 
     @property
@@ -195,6 +202,25 @@ FLAG_GATES: tuple[FlagGate, ...] = (
         "(kcp PR #4373, after v0.33.0); before it, the front-proxy watches the root shard "
         "of --root-kubeconfig",
     ),
+    FlagGate(
+        flag=CACHE_KUBECONFIG_FLAG,
+        roles=frozenset({Role.VIRTUAL_WORKSPACES}),
+        since=MINIMUM_KCP_VERSION,
+        required_since=Bound.DEPRECATING_RELEASE,
+        why="from the deprecating release on, the virtual-workspace server reads the core "
+        "APIExport identities from the cache server and no longer through its shard (before "
+        "it: its shard's apiexport-identity-cache ConfigMap, which a non-root shard fills "
+        "from the root shard, falling back to the root workspace); without the flag kcp "
+        "takes --kubeconfig for the cache",
+    ),
+    FlagGate(
+        flag=SHARD_EXTERNAL_URL_FLAG,
+        roles=frozenset({Role.VIRTUAL_WORKSPACES}),
+        until=Version(0, 31, 0),
+        why="required by the virtual-workspace server up to kcp 0.30; hidden and ignored "
+        "from 0.31 on (cmd/virtual-workspaces/options: the virtual workspaces take their "
+        "URLs from the Shard objects)",
+    ),
 )
 
 
@@ -219,10 +245,11 @@ def at_least(version: Version, bound: Version) -> bool:
     return version >= bound or (not bound.prerelease and core == bound)
 
 
-def gate_for(flag: str) -> FlagGate:
+def gate_for(flag: str, role: Role | None = None) -> FlagGate:
+    """The row of ``flag`` (for ``role``: a flag several binaries take has a row each)."""
     name = normalize_flag(flag)
     for gate in FLAG_GATES:
-        if gate.flag == name:
+        if gate.flag == name and (role is None or role in gate.roles):
             return gate
     raise KeyError(flag)
 
@@ -234,13 +261,22 @@ def gate_bounds(gate: FlagGate, deprecating_release: Version) -> tuple[Version |
 
 def flag_applies(flag: str, version: Version, role: Role, deprecating_release: Version) -> bool:
     """Whether ``flag`` belongs on a ``role`` running kcp ``version``."""
-    gate = gate_for(flag)
+    try:
+        gate = gate_for(flag, role)
+    except KeyError:
+        gate_for(flag)  # an unknown flag is a KeyError; one of another role does not apply
+        return False
     since, until = gate_bounds(gate, deprecating_release)
-    return (
-        role in gate.roles
-        and (since is None or at_least(version, since))
-        and (until is None or not at_least(version, until))
+    return (since is None or at_least(version, since)) and (
+        until is None or not at_least(version, until)
     )
+
+
+def flag_required(flag: str, version: Version, role: Role, deprecating_release: Version) -> bool:
+    """Whether a ``role`` running kcp ``version`` cannot do without ``flag``."""
+    gate = gate_for(flag, role)
+    required = _resolve(gate.required_since, deprecating_release)
+    return required is not None and at_least(version, required)
 
 
 def retired_flags(version: Version, role: Role, deprecating_release: Version) -> list[FlagGate]:

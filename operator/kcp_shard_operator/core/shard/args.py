@@ -17,10 +17,14 @@ from kcp_shard_operator.core.kcp.versions import (
     flag_applies,
     retired_flags,
 )
+from kcp_shard_operator.core.pki.spec import url_host
 from kcp_shard_operator.core.shard.names import base_url
 from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
 
 ROOT_DIRECTORY = "/var/lib/kcp"
+STANDALONE_FLAG = "--run-virtual-workspaces=false"
+EXTERNAL_HOSTNAME_FLAG = "--external-hostname"
+"""On a shard whose virtual workspaces a standalone server runs."""
 
 
 REQUEST_HEADER_FLAGS = (
@@ -52,6 +56,11 @@ SPEC_FIELDS = {
         ("--shard-client-cert-file", "--shard-client-key-file"), "spec.tls.shardClientCertSecretRef"
     ),
     "--root-ca-file": "spec.tls.rootCASecretRef",
+    **dict.fromkeys(
+        ("--shard-virtual-workspace-url", "--run-virtual-workspaces"), "spec.virtualWorkspaceURL"
+    ),
+    "--shard-virtual-workspace-ca-file": "spec.tls.virtualWorkspaceCASecretRef",
+    EXTERNAL_HOSTNAME_FLAG: "spec.baseURL (with spec.virtualWorkspaceURL)",
     "--logical-cluster-admin-kubeconfig": "spec.logicalClusterAdminKubeconfigSecretRef",
     "--external-logical-cluster-admin-kubeconfig": (
         "spec.externalLogicalClusterAdminKubeconfigSecretRef"
@@ -128,6 +137,24 @@ def kcp_flags(
     if tls.root_ca_secret_ref:
         path = pod.ca_file("root-ca", tls.root_ca_secret_ref, "/etc/kcp/tls/root-ca")
         args.append(f"--root-ca-file={path}")
+    if spec.virtual_workspace_url:
+        args += [
+            STANDALONE_FLAG,
+            f"--shard-virtual-workspace-url={spec.virtual_workspace_url}",
+        ]
+        if flag_applies(EXTERNAL_HOSTNAME_FLAG, version, role, deprecating_release):
+            # Up to kcp 0.30 the shard's APIBinding initializer reaches its own /services/
+            # at https://<external host>:<port> (pkg/server/controllers.go), verified with
+            # --shard-virtual-workspace-ca-file: the default external host, the pod IP, is
+            # in no serving certificate; the host of its base URL is.
+            args.append(f"{EXTERNAL_HOSTNAME_FLAG}={url_host(base_url(shard))}")
+    if tls.virtual_workspace_ca_secret_ref:
+        path = pod.ca_file(
+            "virtual-workspace-ca",
+            tls.virtual_workspace_ca_secret_ref,
+            "/etc/kcp/tls/virtual-workspace-ca",
+        )
+        args.append(f"--shard-virtual-workspace-ca-file={path}")
     lca_ref = spec.logical_cluster_admin_kubeconfig_secret_ref
     if lca_ref:
         path = pod.kubeconfig("logical-cluster-admin", lca_ref, "/etc/kcp/logical-cluster-admin")

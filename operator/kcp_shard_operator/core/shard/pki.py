@@ -45,11 +45,20 @@ from kcp_shard_operator.core.shard.names import (
     requestheader_requests,
 )
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
+from kcp_shard_operator.core.virtualworkspaces.names import (
+    service_url as virtual_workspaces_url,
+)
+from kcp_shard_operator.core.virtualworkspaces.names import shard_client_secret
+from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 ADMIN_USER = "kcp-shard-operator"
 LOGICAL_CLUSTER_ADMIN_USER = "logical-cluster-admin"
 LOGICAL_CLUSTER_ADMIN_GROUP = "system:kcp:logical-cluster-admin"
 """kcp's group for creating LogicalClusters on other shards (its bootstrap policy)."""
+SHARD_CLIENT_USER = "kcp-shard"
+"""The shard's client certificate (``system:masters``): what it proxies its own ``/services/``
+requests to its virtual-workspace server with, impersonating the user (the server lets that
+group impersonate)."""
 EXTERNAL_LOGICAL_CLUSTER_ADMIN = (
     "external-logical-cluster-admin",
     "system:kcp:external-logical-cluster-admin",
@@ -176,13 +185,15 @@ def requests(
     *,
     service_account_key: bool = False,
     proxy: FrontProxy | None = None,
+    virtual_workspaces: VirtualWorkspaceServer | None = None,
 ) -> list[Request]:
     """What the pass over ``shard`` issues with the installation's CA, CA first; nothing
     without ``spec.pki.issue`` or, for a non-root shard, without its root Shard (``root``).
     The installation's service-account key only with ``service_account_key``
     (:func:`takes_service_account_key`); with the installation's FrontProxy ``proxy``, the
     kubeconfig kcp reaches LogicalClusters through it with (the requestheader CA is
-    :func:`requestheader_requests`).
+    :func:`requestheader_requests`); with the VirtualWorkspaceServer ``virtual_workspaces``
+    serving it, the client certificate the shard reaches it with.
 
     A kubeconfig is issued only for a shard that a client certificate of the operator's CA
     reaches (:func:`issues_client_certificates`): one signed for a shard that trusts the
@@ -216,6 +227,15 @@ def requests(
             found.append(_admin(shard))
         if spec.logical_cluster_admin_kubeconfig_secret_ref is None:
             found.append(_logical_cluster_admin(shard))
+        if virtual_workspaces is not None and spec.tls.shard_client_cert_secret_ref is None:
+            found.append(
+                client_request(
+                    shard_client_secret(shard.name),
+                    owner_of(shard),
+                    spec.pki,
+                    (f"{SHARD_CLIENT_USER}:{shard.name}", ADMIN_GROUP),
+                )
+            )
     if not spec.is_root and issues_client_certificates(issuing):
         if spec.cache.kubeconfig_ref is None:
             found.append(
@@ -276,13 +296,16 @@ def with_issued(
     *,
     service_account_key: bool = False,
     proxy: FrontProxy | None = None,
+    virtual_workspaces: VirtualWorkspaceServer | None = None,
 ) -> Shard:
     """``shard`` with every reference it leaves unset pointing at the Secret issued for it,
     and ``externalURL`` defaulting to its base URL where the issued logical-cluster-admin
     kubeconfig needs one (kcp requires it with that flag); the service-account key only with
     ``service_account_key``. Behind the installation's FrontProxy ``proxy``, the shard
     trusts its forwarded requests, advertises its URL and reaches LogicalClusters through
-    it (:func:`behind`)."""
+    it (:func:`behind`). With the VirtualWorkspaceServer ``virtual_workspaces`` serving it,
+    the shard runs no virtual workspaces itself and advertises the server's URL
+    (:func:`served_by`)."""
     issuing = _issuing_root(shard, root)
     if issuing is None:
         return shard
@@ -325,7 +348,30 @@ def with_issued(
         )
     if proxy is not None:
         filled = behind(filled, names, proxy)
+    if virtual_workspaces is not None and issues_client_certificates(shard):
+        filled = served_by(filled, shard.name, names, virtual_workspaces)
     return replace(shard, spec=filled)
+
+
+def served_by(
+    spec: ShardSpec, name: str, names: Names, virtual_workspaces: VirtualWorkspaceServer
+) -> ShardSpec:
+    """``spec`` of Shard ``name`` whose virtual workspaces ``virtual_workspaces`` runs: the
+    shard advertises its URL, verifies it with the installation's CA bundle and proxies its
+    own ``/services/`` requests there with its issued client certificate."""
+    tls = replace(
+        spec.tls,
+        shard_client_cert_secret_ref=spec.tls.shard_client_cert_secret_ref
+        or LocalObjectRef(shard_client_secret(name)),
+        virtual_workspace_ca_secret_ref=spec.tls.virtual_workspace_ca_secret_ref
+        or CASecretKeyRef(names.client_ca),
+    )
+    return replace(
+        spec,
+        tls=tls,
+        virtual_workspace_url=spec.virtual_workspace_url
+        or virtual_workspaces_url(virtual_workspaces),
+    )
 
 
 def behind(spec: ShardSpec, names: Names, proxy: FrontProxy) -> ShardSpec:

@@ -131,6 +131,13 @@ class TLSSpec:
         "CA bundle put into service-account token Secrets (--root-ca-file).",
         default=None,
     )
+    virtual_workspace_ca_secret_ref: CASecretKeyRef | None = field(
+        "virtualWorkspaceCASecretRef",
+        "CA bundle that verifies the serving certificate of the virtual-workspace server of "
+        "spec.virtualWorkspaceURL (--shard-virtual-workspace-ca-file); issued with a "
+        "VirtualWorkspaceServer: the installation's CA bundle.",
+        default=None,
+    )
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,15 @@ class ShardSpec(ServerSpec):
         "logical-cluster-admin kubeconfig.",
         default=None,
         **url_rule("spec.externalURL"),
+    )
+    virtual_workspace_url: str | None = field(
+        "virtualWorkspaceURL",
+        "URL of a standalone virtual-workspace server that runs this shard's virtual "
+        "workspaces (--shard-virtual-workspace-url, with --run-virtual-workspaces=false); "
+        "APIExportEndpointSlices list it. Unset: the shard runs them in-process, or, with a "
+        "VirtualWorkspaceServer naming the shard, its Service URL.",
+        default=None,
+        **url_rule("spec.virtualWorkspaceURL"),
     )
     cache: CacheSpec = field("cache", "Cache server access.", default_factory=CacheSpec)
     root_shard_kubeconfig_secret_ref: SecretKeyRef | None = field(
@@ -248,6 +264,7 @@ class ShardSpec(ServerSpec):
             self.tls.request_header_client_ca_secret_ref,
             self.tls.shard_client_cert_secret_ref,
             self.tls.root_ca_secret_ref,
+            self.tls.virtual_workspace_ca_secret_ref,
         )
         return sorted({ref.name for ref in refs if ref is not None})
 
@@ -311,6 +328,22 @@ SPEC_RULES = (
         ),
     ),
     Rule(
+        cel="!has(self.virtualWorkspaceURL) || (has(self.pki) && has(self.pki.issue) && "
+        "!self.pki.issue ? (has(self.tls) && has(self.tls.shardClientCertSecretRef) && "
+        "has(self.tls.virtualWorkspaceCASecretRef)) : true)",
+        message="spec.virtualWorkspaceURL with spec.pki.issue false needs "
+        "spec.tls.shardClientCertSecretRef and spec.tls.virtualWorkspaceCASecretRef: kcp "
+        "proxies its own /services/ requests to that server with them",
+        holds=lambda spec: (
+            spec.virtual_workspace_url is None
+            or spec.pki.issue
+            or (
+                spec.tls.shard_client_cert_secret_ref is not None
+                and spec.tls.virtual_workspace_ca_secret_ref is not None
+            )
+        ),
+    ),
+    Rule(
         cel="has(oldSelf.rootShardRef) == has(self.rootShardRef) && "
         "(!has(self.rootShardRef) || self.rootShardRef.name == oldSelf.rootShardRef.name)",
         message="spec.rootShardRef cannot be changed after creation",
@@ -326,7 +359,11 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         if rule.holds is not None and not rule.holds(spec):
             raise SpecError("spec", rule.message)
     _check_free_form(spec)
-    for path, url in (("spec.baseURL", spec.base_url), ("spec.externalURL", spec.external_url)):
+    for path, url in (
+        ("spec.baseURL", spec.base_url),
+        ("spec.externalURL", spec.external_url),
+        ("spec.virtualWorkspaceURL", spec.virtual_workspace_url),
+    ):
         if url is not None and url_host(url) is None:
             raise SpecError(path, f"{url!r}: {url_message(path)}")
     check_pki(spec.pki)
