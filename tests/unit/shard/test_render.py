@@ -328,6 +328,20 @@ EVERY_FIELD: dict[str, Any] = {
     "virtualWorkspaceURL": "https://shard-1-vw:6443",
     "logicalClusterAdminKubeconfigSecretRef": {"name": "lca"},
     "externalLogicalClusterAdminKubeconfigSecretRef": {"name": "elca"},
+    "auth": {
+        "oidc": {
+            "issuerURL": "https://idp.example",
+            "clientID": "kcp",
+            "usernamePrefix": "oidc:",
+            "groupsClaim": "groups",
+            "groupsPrefix": "oidc:",
+            "signingAlgs": ["RS256"],
+            "requiredClaims": {"hd": "example.com"},
+            "caSecretRef": {"name": "idp-ca"},
+        },
+        "tokenFileSecretRef": {"name": "tokens"},
+        "authorizationWebhook": {"configSecretRef": {"name": "authz"}},
+    },
 }
 
 

@@ -36,6 +36,8 @@ from kcp_shard_operator.core.api.meta import (
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.auth.flags import FRONT_PROXY_SPEC_FIELDS as AUTH_SPEC_FIELDS
+from kcp_shard_operator.core.auth.flags import front_proxy_auth_args
 from kcp_shard_operator.core.frontproxy.names import (
     child_name,
     kubeconfig_secret,
@@ -75,6 +77,7 @@ SPEC_FIELDS = {
         (ROOT_KUBECONFIG_FLAG, "--shards-kubeconfig", SHARD_PEER_KUBECONFIG_FLAG),
         "spec.kubeconfigSecretRef",
     ),
+    **AUTH_SPEC_FIELDS,
 }
 """The spec field each rendered flag comes from; ``--secure-port``, ``--root-directory`` and
 ``--mapping-file`` are the operator's own."""
@@ -226,6 +229,8 @@ def proxy_flags(proxy: FrontProxy, deprecating_release: Version) -> Pod:
         SHARD_PEER_KUBECONFIG_FLAG, spec.kcp_version, Role.FRONT_PROXY, deprecating_release
     ):
         pod.args.append(f"{SHARD_PEER_KUBECONFIG_FLAG}={kubeconfig}")
+    installation_key = Names(root_name(proxy)).service_account_key
+    front_proxy_auth_args(pod, spec.auth, installation_key, f"{CONFIG_DIR}/auth")
     refuse_overrides(pod.args, spec.extra_args, SPEC_FIELDS)
     pod.args += spec.extra_args
     return pod

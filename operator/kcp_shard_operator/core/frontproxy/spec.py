@@ -17,6 +17,7 @@ from typing import Any
 from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.auth.spec import FrontProxyAuthSpec, check_groups, check_oidc
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
     check_extra_args,
@@ -146,7 +147,13 @@ class FrontProxySpec(ServerSpec, IssuesOwnPKI):
     pki: FrontProxyPKISpec = field(
         "pki", "What the operator issues.", default_factory=FrontProxyPKISpec
     )
-    extra_args: list[str] = extra_args_field("kcp-front-proxy (e.g. --authentication-drop-groups)")
+    auth: FrontProxyAuthSpec | None = field(
+        "auth",
+        "Who else may authenticate: OIDC, ServiceAccount tokens of the workspaces, a token "
+        "file; and which groups are passed on to the shards.",
+        default=None,
+    )
+    extra_args: list[str] = extra_args_field("kcp-front-proxy (e.g. --cors-allowed-origins)")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
     tolerations: list[JSON] = tolerations_field()
@@ -197,6 +204,9 @@ def validate(spec: FrontProxySpec) -> None:
             raise SpecError("spec", message)
     if spec.external_url is not None and url_host(spec.external_url) is None:
         raise SpecError("spec.externalURL", f"{spec.external_url!r}: {URL_MESSAGE}")
+    if spec.auth is not None:
+        check_oidc(spec.auth.oidc, "spec.auth")
+        check_groups(spec.auth, "spec.auth")
     check_extra_args(spec.extra_args)
     check_pki(spec.as_pki)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)

@@ -7,6 +7,8 @@ Every flag a Shard's spec sets is rendered here, gated by kcp version through th
 from __future__ import annotations
 
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.auth.flags import SHARD_SPEC_FIELDS as AUTH_SPEC_FIELDS
+from kcp_shard_operator.core.auth.flags import shard_auth_args
 from kcp_shard_operator.core.kcp.flags import refuse_overrides, retire
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod
 from kcp_shard_operator.core.kcp.versions import (
@@ -67,6 +69,7 @@ SPEC_FIELDS = {
     ),
     CACHE_KUBECONFIG_FLAG: "spec.cache.kubeconfigSecretRef",
     ROOT_SHARD_KUBECONFIG_FLAG: "spec.rootShardKubeconfigSecretRef",
+    **AUTH_SPEC_FIELDS,
 }
 """The spec field each rendered flag comes from. The others (``--root-directory``,
 ``--secure-port``, ``--shard-name``) are the operator's own: no field sets them."""
@@ -180,6 +183,7 @@ def kcp_flags(
         args.append(f"{ROOT_SHARD_KUBECONFIG_FLAG}={path}")
     elif root_ref is not None:
         unused.append("spec.rootShardKubeconfigSecretRef")
+    shard_auth_args(pod, spec.auth, "/etc/kcp/auth")
     extra, dropped = retire(spec.extra_args, retired_flags(version, role, deprecating_release))
     refuse_overrides(args, extra, SPEC_FIELDS)
     args += extra

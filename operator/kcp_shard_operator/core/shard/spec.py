@@ -14,6 +14,7 @@ from typing import Any
 from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.auth.spec import ShardAuthSpec, check_oidc
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
     check_extra_args,
@@ -227,6 +228,11 @@ class ShardSpec(ServerSpec):
     pki: PKISpec = field(
         "pki", "What the operator issues (default: all that is unset).", default_factory=PKISpec
     )
+    auth: ShardAuthSpec | None = field(
+        "auth",
+        "Who else may reach the shard directly: OIDC, a token file, an authorization webhook.",
+        default=None,
+    )
     extra_args: list[str] = extra_args_field("kcp start")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
@@ -367,6 +373,8 @@ def validate(spec: ShardSpec, deprecating_release: Version) -> None:
         if url is not None and url_host(url) is None:
             raise SpecError(path, f"{url!r}: {url_message(path)}")
     check_pki(spec.pki)
+    if spec.auth is not None:
+        check_oidc(spec.auth.oidc, "spec.auth")
     if (
         not spec.is_root
         and not spec.pki.issue
