@@ -1,0 +1,109 @@
+"""Reaching kcp as a user with a bearer token, for the kind tests of ``spec.auth``: kubeconfigs
+built with ``kubectl config`` as a user builds them, kubectl runs against kcp, and raw calls
+whose HTTP status is the point (401, 403)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from testkit.kube import Cluster
+
+WHOAMI_BODY = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+
+
+def ca_of(kubeconfig: Path, folder: Path, name: str) -> Path:
+    """The CA of ``kubeconfig``'s first cluster, written to ``folder/name``."""
+    config = yaml.safe_load(kubeconfig.read_text())
+    data = config["clusters"][0]["cluster"]["certificate-authority-data"]
+    path = folder / name
+    path.write_bytes(base64.b64decode(data))
+    return path
+
+
+def kcp_kubectl(cluster: Cluster, kubeconfig: Path, *args: str) -> str:
+    """kubectl against kcp with ``kubeconfig`` (the kind cluster's tools, not its config)."""
+    proc = subprocess.run(
+        ["kubectl", "--kubeconfig", str(kubeconfig), *args],
+        env={**cluster.env, "KUBECONFIG": str(kubeconfig)},
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
+    return proc.stdout
+
+
+@dataclass(frozen=True)
+class KcpUser:
+    """A user of kcp holding ``token``, reaching ``server`` (a port-forward's URL) whose
+    serving certificate ``ca`` verifies."""
+
+    cluster: Cluster
+    token: str
+    server: str
+    ca: Path
+
+    def kubeconfig(self, folder: Path, name: str, workspace: str) -> Path:
+        """A kubeconfig for ``workspace``, made with ``kubectl config`` as the docs show."""
+        path = folder / f"{name}.kubeconfig"
+        steps = (
+            ("set-cluster", "kcp", f"--server={self.server}/clusters/{workspace}",
+             f"--certificate-authority={self.ca}", "--embed-certs"),
+            ("set-credentials", name, f"--token={self.token}"),
+            ("set-context", name, "--cluster=kcp", f"--user={name}"),
+            ("use-context", name),
+        )  # fmt: skip
+        for step in steps:
+            self.kubectl(path, "config", *step)
+        return path
+
+    def kubectl(self, kubeconfig: Path, *args: str) -> str:
+        return kcp_kubectl(self.cluster, kubeconfig, *args)
+
+    def call(
+        self, workspace: str, method: str, path: str, body: dict[str, Any] | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """``method`` on ``/clusters/<workspace><path>`` with the token; status and answer."""
+        context = ssl.create_default_context(cafile=str(self.ca))
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(
+            f"{self.server}/clusters/{workspace}{path}", data=data, method=method,
+            headers={"Authorization": f"Bearer {self.token}",
+                     "Content-Type": "application/json"},
+        )  # fmt: skip
+        try:
+            with urllib.request.urlopen(request, timeout=15, context=context) as answer:
+                return answer.status, json.loads(answer.read())
+        except urllib.error.HTTPError as err:
+            text = err.read().decode(errors="replace")
+            try:
+                return err.code, json.loads(text)
+            except ValueError:
+                return err.code, {"text": text}
+
+    def whoami(self, workspace: str) -> tuple[int, dict[str, Any]]:
+        """The SelfSubjectReview in ``workspace`` (what ``kubectl auth whoami`` asks)."""
+        status, answer = self.call(
+            workspace, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", WHOAMI_BODY
+        )
+        return status, (answer.get("status") or {}).get("userInfo") or answer
+
+    def accepted(self, workspace: str) -> dict[str, Any] | None:
+        """Who the token is in ``workspace``, once kcp takes it (None before)."""
+        status, who = self.whoami(workspace)
+        return who if status == 201 else None
+
+    def create_config_map(self, workspace: str, namespace: str, name: str) -> int:
+        body = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name},
+                "data": {"by": "token"}}  # fmt: skip
+        status, _ = self.call(workspace, "POST", f"/api/v1/namespaces/{namespace}/configmaps", body)
+        return status
