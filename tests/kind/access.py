@@ -12,34 +12,43 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from subprocess import CompletedProcess
 from typing import Any
-
-import yaml
 
 from testkit.kube import Cluster
 
 WHOAMI_BODY = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 
 
-def ca_of(kubeconfig: Path, folder: Path, name: str) -> Path:
-    """The CA of ``kubeconfig``'s first cluster, written to ``folder/name``."""
-    config = yaml.safe_load(kubeconfig.read_text())
-    data = config["clusters"][0]["cluster"]["certificate-authority-data"]
-    path = folder / name
+def ca_of(cluster: Cluster, kubeconfig: Path, path: Path) -> Path:
+    """The CA of ``kubeconfig``'s cluster, written to ``path`` (as the docs take it)."""
+    jsonpath = "jsonpath={.clusters[0].cluster.certificate-authority-data}"
+    data = kcp_kubectl(cluster, kubeconfig, "config", "view", "--raw", "-o", jsonpath)
     path.write_bytes(base64.b64decode(data))
     return path
 
 
-def kcp_kubectl(cluster: Cluster, kubeconfig: Path, *args: str) -> str:
-    """kubectl against kcp with ``kubeconfig`` (the kind cluster's tools, not its config)."""
-    proc = subprocess.run(
+def _kubectl(cluster: Cluster, kubeconfig: Path, args: tuple[str, ...]) -> CompletedProcess[str]:
+    return subprocess.run(
         ["kubectl", "--kubeconfig", str(kubeconfig), *args],
         env={**cluster.env, "KUBECONFIG": str(kubeconfig)},
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
+
+
+def kcp_kubectl(cluster: Cluster, kubeconfig: Path, *args: str) -> str:
+    """kubectl against kcp with ``kubeconfig`` (the kind cluster's tools, not its config)."""
+    proc = _kubectl(cluster, kubeconfig, args)
     if proc.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)}: {proc.stderr.strip()}")
     return proc.stdout
+
+
+def kcp_kubectl_refused(cluster: Cluster, kubeconfig: Path, *args: str) -> str:
+    """kubectl against kcp that must fail; what it printed on stderr."""
+    proc = _kubectl(cluster, kubeconfig, args)
+    assert proc.returncode != 0, f"kubectl {' '.join(args)} succeeded: {proc.stdout}"
+    return proc.stderr.strip()
 
 
 @dataclass(frozen=True)

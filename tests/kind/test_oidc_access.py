@@ -33,7 +33,7 @@ from testkit.kube import Cluster
 from testkit.tools import log
 from testkit.wait import wait_for
 
-from .access import KcpUser, ca_of, kcp_kubectl
+from .access import KcpUser, ca_of, kcp_kubectl, kcp_kubectl_refused
 from .durability import admin_kubeconfig, front_proxy_kubeconfig
 from .kind import (
     Forward,
@@ -155,10 +155,9 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         wait_for(lambda: rolled_out(kind_cluster, ns, ""), START_TIMEOUT, "root and kcp Ready", 3)
         log(f"root Shard and FrontProxy Ready {time.monotonic() - started:.0f}s after apply")
         admin = front_proxy_kubeconfig(kind_cluster, ns, tmp_path)
-        proxy_ca = ca_of(admin, tmp_path, "front-proxy-ca.crt")
-        shard_ca = ca_of(
-            admin_kubeconfig(kind_cluster, ns, "root", tmp_path), tmp_path, "shard-ca.crt"
-        )
+        proxy_ca = ca_of(kind_cluster, admin, tmp_path / "kcp-ca.crt")
+        shard_admin = admin_kubeconfig(kind_cluster, ns, "root", tmp_path)
+        shard_ca = ca_of(kind_cluster, shard_admin, tmp_path / "shard-ca.crt")
 
         def as_admin(workspace: str, *args: str) -> str:
             server = f"--server={proxy.url()}/clusters/{workspace}"
@@ -233,6 +232,13 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         assert who["username"] == "system:serviceaccount:robots:robot", who
         assert who["extra"]["authentication.kubernetes.io/cluster-name"] == [clusters["team-a"]]
         assert robot_a.create_config_map("root:team-a", "robots", "from-robot") == 201
+        robot = robot_a.kubeconfig(tmp_path, "robot", "root:team-a")
+        log(f"kubectl auth whoami (robot):\n{robot_a.kubectl(robot, 'auth', 'whoami')}")
+        elsewhere = f"--server={proxy.url()}/clusters/root:team-b"
+        printed = kcp_kubectl_refused(kind_cluster, robot, elsewhere, "get", "configmaps", "-n",
+                                      "robots")  # fmt: skip
+        log(f"robot of team-a in team-b: {printed}")
+        assert "Forbidden" in printed or "Unauthorized" in printed, printed
         status, who = robot_b.whoami("root:team-b")
         assert status == 201, who
         assert who["extra"]["authentication.kubernetes.io/cluster-name"] == [clusters["team-b"]]
