@@ -13,14 +13,13 @@ without RBAC only in that cluster (pkg/authorization/workspace_content_authorize
 
 from __future__ import annotations
 
-from kcp_shard_operator.core.api.refs import SecretKeyRef
 from kcp_shard_operator.core.auth.spec import (
     KCP_DROPPED_GROUPS,
-    SERVICE_ACCOUNT_KEY,
     FrontProxyAuthSpec,
     OIDCSpec,
     ShardAuthSpec,
     TokenFileSecretKeyRef,
+    service_account_key,
 )
 from kcp_shard_operator.core.kcp.podtemplate import Pod
 
@@ -103,16 +102,6 @@ def shard_auth_args(pod: Pod, auth: ShardAuthSpec | None, directory: str) -> Non
             f"--authorization-webhook-config-file={path}",
             f"--authorization-webhook-version={webhook.version}",
         ]
-
-
-def service_account_key(
-    auth: FrontProxyAuthSpec | None, installation_key: str
-) -> SecretKeyRef | None:
-    """The Secret key the front-proxy verifies ServiceAccount tokens with, when it does."""
-    accounts = auth.service_account if auth is not None else None
-    if accounts is None or not accounts.enabled:
-        return None
-    return accounts.key_secret_ref or SecretKeyRef(installation_key, SERVICE_ACCOUNT_KEY)
 
 
 def front_proxy_auth_args(

@@ -152,6 +152,41 @@ class FrontProxyAuthSpec:
     )
 
 
+def service_account_key(
+    auth: FrontProxyAuthSpec | None, installation_key: str
+) -> SecretKeyRef | None:
+    """The Secret key the front-proxy verifies ServiceAccount tokens with, when it does;
+    ``installation_key`` names the installation's service-account key Secret."""
+    accounts = auth.service_account if auth is not None else None
+    if accounts is None or not accounts.enabled:
+        return None
+    return accounts.key_secret_ref or SecretKeyRef(installation_key, SERVICE_ACCOUNT_KEY)
+
+
+def shard_auth_secrets(auth: ShardAuthSpec | None) -> list[str]:
+    """The Secrets a shard's ``spec.auth`` mounts."""
+    if auth is None:
+        return []
+    refs = (
+        auth.oidc.ca_secret_ref if auth.oidc else None,
+        auth.token_file_secret_ref,
+        auth.authorization_webhook.config_secret_ref if auth.authorization_webhook else None,
+    )
+    return [ref.name for ref in refs if ref is not None]
+
+
+def front_proxy_auth_secrets(auth: FrontProxyAuthSpec | None, installation_key: str) -> list[str]:
+    """The Secrets a front-proxy's ``spec.auth`` mounts."""
+    if auth is None:
+        return []
+    refs = (
+        auth.oidc.ca_secret_ref if auth.oidc else None,
+        auth.token_file_secret_ref,
+        service_account_key(auth, installation_key),
+    )
+    return [ref.name for ref in refs if ref is not None]
+
+
 def check_oidc(oidc: OIDCSpec | None, path: str) -> None:
     """What the schema's pattern says, for ``render``: an https issuer with a host."""
     if oidc is None:

@@ -38,6 +38,7 @@ from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.auth.flags import FRONT_PROXY_SPEC_FIELDS as AUTH_SPEC_FIELDS
 from kcp_shard_operator.core.auth.flags import front_proxy_auth_args
+from kcp_shard_operator.core.auth.spec import front_proxy_auth_secrets
 from kcp_shard_operator.core.frontproxy.names import (
     child_name,
     kubeconfig_secret,
@@ -170,12 +171,14 @@ class Mounted:
     requestheader: LocalObjectRef
     shards_ca: CASecretKeyRef
     kubeconfig: SecretKeyRef
+    auth: tuple[str, ...] = ()
+    """The Secrets of ``spec.auth``."""
 
     @property
     def secrets(self) -> list[str]:
         """The names of the Secrets, sorted."""
         refs = (self.serving, self.client_ca, self.requestheader, self.shards_ca, self.kubeconfig)
-        return sorted({ref.name for ref in refs})
+        return sorted({ref.name for ref in refs} | set(self.auth))
 
 
 def mounted(proxy: FrontProxy) -> Mounted:
@@ -198,7 +201,8 @@ def mounted(proxy: FrontProxy) -> Mounted:
         raise SpecError("spec.tls", "spec.pki.issue is false and a certificate is not named")
     if kubeconfig is None:
         raise SpecError("spec.kubeconfigSecretRef", "spec.pki.issue is false and it is unset")
-    return Mounted(serving, client, requestheader, shards, kubeconfig)
+    auth = front_proxy_auth_secrets(spec.auth, Names(root_name(proxy)).service_account_key)
+    return Mounted(serving, client, requestheader, shards, kubeconfig, tuple(auth))
 
 
 def proxy_flags(proxy: FrontProxy, deprecating_release: Version) -> Pod:

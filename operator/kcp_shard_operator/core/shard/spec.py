@@ -14,7 +14,7 @@ from typing import Any
 from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
-from kcp_shard_operator.core.auth.spec import ShardAuthSpec, check_oidc
+from kcp_shard_operator.core.auth.spec import ShardAuthSpec, check_oidc, shard_auth_secrets
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
     check_extra_args,
@@ -272,7 +272,8 @@ class ShardSpec(ServerSpec):
             self.tls.root_ca_secret_ref,
             self.tls.virtual_workspace_ca_secret_ref,
         )
-        return sorted({ref.name for ref in refs if ref is not None})
+        names = {ref.name for ref in refs if ref is not None}
+        return sorted(names | set(shard_auth_secrets(self.auth)))
 
 
 @dataclass(frozen=True)
