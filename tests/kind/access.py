@@ -104,7 +104,9 @@ class KcpUser:
         status, answer = self.call(
             workspace, "POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", WHOAMI_BODY
         )
-        return status, (answer.get("status") or {}).get("userInfo") or answer
+        if status != 201:
+            return status, answer
+        return status, answer["status"]["userInfo"]
 
     def accepted(self, workspace: str) -> dict[str, Any] | None:
         """Who the token is in ``workspace``, once kcp takes it (None before)."""

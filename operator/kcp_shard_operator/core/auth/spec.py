@@ -73,7 +73,7 @@ class OIDCSpec:
     ca_secret_ref: CASecretKeyRef | None = field(
         "caSecretRef",
         "CA bundle that verifies the issuer's serving certificate (--oidc-ca-file); unset: "
-        "the system's roots.",
+        "the CA roots of the kcp image (an image built FROM scratch has none).",
         default=None,
     )
 
