@@ -259,9 +259,8 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         log(f"waiting {max(left, 0):.0f}s for the issuer's short token to expire")
         wait_for(lambda: user.whoami("root:team-a")[0] == 401, max(left, 0) + 90,
                  "the expired token to be refused", 5)  # fmt: skip
-        log(
-            f"the issuer's token refused (401) {time.monotonic() - short_made:.0f}s after it was made"
-        )
+        took = time.monotonic() - short_made
+        log(f"the issuer's token refused (401) {took:.0f}s after it was made")
         assert time.monotonic() - short_made >= TOKEN_SECONDS - 60
 
         # The workspaces and what was in them before the roll, and what the tokens wrote.
