@@ -1,14 +1,15 @@
 """``spec.auth`` -> kcp's authentication and authorization flags, with the Secrets they read.
 
-Read in kcp's sources (v0.27.1, v0.28.1, v0.30.0): ``kcp start`` and ``kcp-front-proxy``
+Read in kcp's sources (v0.27.1, v0.28.0, v0.28.1, v0.30.0): ``kcp start`` and ``kcp-front-proxy``
 register Kubernetes' ``BuiltInAuthenticationOptions`` (Kubernetes 1.31 to 1.34), whose
 ``--oidc-*``, ``--token-auth-file`` and ``--service-account-*`` flags kept their names and
 meaning across those releases, so no row of the flag table gates them. The front-proxy
 validates ServiceAccount tokens with ``--service-account-key-file`` against the issuer
 ``https://kcp.default.svc`` (the shards' default too), looks the ServiceAccount up on the root
 shard of ``--root-kubeconfig`` and passes the user on with the token's logical cluster in the
-``authentication.kubernetes.io/cluster-name`` extra; a shard authorizes a ServiceAccount
-without RBAC only in that cluster (pkg/authorization/workspace_content_authorizer.go).
+``authentication.kubernetes.io/cluster-name`` extra; a shard lets a ServiceAccount into a
+workspace without a binding that grants access to it only in that logical cluster, and
+elsewhere treats it as any other user (pkg/authorization/workspace_content_authorizer.go).
 """
 
 from __future__ import annotations
