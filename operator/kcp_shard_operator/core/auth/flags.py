@@ -7,9 +7,10 @@ meaning across those releases, so no row of the flag table gates them. The front
 validates ServiceAccount tokens with ``--service-account-key-file`` against the issuer
 ``https://kcp.default.svc`` (the shards' default too), looks the ServiceAccount up on the root
 shard of ``--root-kubeconfig`` and passes the user on with the token's logical cluster in the
-``authentication.kubernetes.io/cluster-name`` extra; a shard lets a ServiceAccount into a
-workspace without a binding that grants access to it only in that logical cluster, and
-elsewhere treats it as any other user (pkg/authorization/workspace_content_authorizer.go).
+``authentication.kubernetes.io/cluster-name`` extra; a shard lets a ServiceAccount into its own
+workspace without an access binding, and in any other reduces it to ``system:authenticated``
+(pkg/authorization/workspace_content_authorizer.go, and ``EffectiveUsers`` in the RBAC
+validation of kcp's Kubernetes fork).
 """
 
 from __future__ import annotations
