@@ -14,7 +14,8 @@ direct access): both roll, and
   the first token once it has expired;
 - a ServiceAccount token of ``root:team-a`` (TokenRequest there) works there through the
   front-proxy and is refused (403) in ``root:team-b``, even though ``root:team-b`` holds a
-  ServiceAccount of the same namespace and name (whose own token works in ``root:team-b``);
+  ServiceAccount of the same namespace and name bound to cluster-admin by that name (whose own
+  token writes in ``root:team-b`` and is refused in ``root:team-a``);
 - the workspaces and ConfigMaps made before are all there at the end.
 """
 
@@ -170,8 +171,9 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         for team in TEAMS:
             as_admin(f"root:{team}", "create", "namespace", "robots")
             as_admin(f"root:{team}", "create", "serviceaccount", "robot", "-n", "robots")
-        as_admin("root:team-a", "create", "clusterrolebinding", "robot-admin",
-                 "--clusterrole=cluster-admin", "--serviceaccount=robots:robot")  # fmt: skip
+            # The same binding by name in both: in team-b it binds team-b's robot only.
+            as_admin(f"root:{team}", "create", "clusterrolebinding", "robot-admin",
+                     "--clusterrole=cluster-admin", "--serviceaccount=robots:robot")  # fmt: skip
 
         # The token whose expiry the test waits for, made before the roll: the shortest the
         # API server issues.
@@ -242,6 +244,7 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         status, who = robot_b.whoami("root:team-b")
         assert status == 201, who
         assert who["extra"]["authentication.kubernetes.io/cluster-name"] == [clusters["team-b"]]
+        assert robot_b.create_config_map("root:team-b", "robots", "from-robot-b") == 201
         refused = {
             "team-a token in team-b (whoami)": robot_a.whoami("root:team-b")[0],
             "team-a token in team-b (ConfigMap)": robot_a.create_config_map(
