@@ -17,6 +17,9 @@ from typing import Any
 
 from testkit.kube import Cluster
 
+from .kind import Forward
+
+ATTEMPTS = 3
 WHOAMI_BODY = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
 
 
@@ -53,19 +56,19 @@ def kcp_kubectl_refused(cluster: Cluster, kubeconfig: Path, *args: str) -> str:
 
 @dataclass(frozen=True)
 class KcpUser:
-    """A user of kcp holding ``token``, reaching ``server`` (a port-forward's URL) whose
-    serving certificate ``ca`` verifies."""
+    """A user of kcp holding ``token``, reaching kcp through ``forward`` (a port-forward, started
+    again when the pod it forwarded to is gone) whose serving certificate ``ca`` verifies."""
 
     cluster: Cluster
     token: str
-    server: str
+    forward: Forward
     ca: Path
 
     def kubeconfig(self, folder: Path, name: str, workspace: str) -> Path:
         """A kubeconfig for ``workspace``, made with ``kubectl config`` as the docs show."""
         path = folder / f"{name}.kubeconfig"
         steps = (
-            ("set-cluster", "kcp", f"--server={self.server}/clusters/{workspace}",
+            ("set-cluster", "kcp", f"--server={self.forward.url()}/clusters/{workspace}",
              f"--certificate-authority={self.ca}", "--embed-certs"),
             ("set-credentials", name, f"--token={self.token}"),
             ("set-context", name, "--cluster=kcp", f"--user={name}"),
@@ -84,20 +87,25 @@ class KcpUser:
         """``method`` on ``/clusters/<workspace><path>`` with the token; status and answer."""
         context = ssl.create_default_context(cafile=str(self.ca))
         data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(
-            f"{self.server}/clusters/{workspace}{path}", data=data, method=method,
-            headers={"Authorization": f"Bearer {self.token}",
-                     "Content-Type": "application/json"},
-        )  # fmt: skip
-        try:
-            with urllib.request.urlopen(request, timeout=15, context=context) as answer:
-                return answer.status, json.loads(answer.read())
-        except urllib.error.HTTPError as err:
-            text = err.read().decode(errors="replace")
+        headers = {"Authorization": f"Bearer {self.token}", "Content-Type": "application/json"}
+        for attempt in range(ATTEMPTS):
+            url = f"{self.forward.url()}/clusters/{workspace}{path}"
+            request = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
-                return err.code, json.loads(text)
-            except ValueError:
-                return err.code, {"text": text}
+                with urllib.request.urlopen(request, timeout=15, context=context) as answer:
+                    return answer.status, json.loads(answer.read())
+            except urllib.error.HTTPError as err:
+                text = err.read().decode(errors="replace")
+                try:
+                    return err.code, json.loads(text)
+                except ValueError:
+                    return err.code, {"text": text}
+            except (urllib.error.URLError, ConnectionError) as err:
+                # The forwarded pod is gone (a rollout replaced it): forward to another.
+                if attempt == ATTEMPTS - 1:
+                    raise AssertionError(f"{method} {url}: {err}") from err
+                self.forward.restart()
+        raise AssertionError("unreachable")
 
     def whoami(self, workspace: str) -> tuple[int, dict[str, Any]]:
         """The SelfSubjectReview in ``workspace`` (what ``kubectl auth whoami`` asks)."""

@@ -118,6 +118,10 @@ def rolled_out(cluster: Cluster, namespace: str, flag: str) -> bool:
         running = pods(cluster, namespace, name, name=app)
         if not running or not all(pod_ready(pod) for pod in running):
             return False
+        # Every pod of the old revision gone, none terminating: a port-forward then reaches a
+        # pod that stays.
+        if any(pod["metadata"].get("deletionTimestamp") for pod in running):
+            return False
         if len(running) != (2 if kind == "frontproxy" else 1):
             return False
         for pod in running:
@@ -188,7 +192,7 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         shard.restart()
 
         # OIDC through the front-proxy: the user the claims name, with the prefix.
-        user = KcpUser(kind_cluster, short, proxy.url(), proxy_ca)
+        user = KcpUser(kind_cluster, short, proxy, proxy_ca)
         who = wait_for(
             lambda: user.accepted("root:team-a"),
             120,
@@ -204,12 +208,12 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
                      "--from-literal=by=alice")  # fmt: skip
         assert user.create_config_map("root:team-b", "default", "from-alice") == 403
         assert user.create_config_map("root", "default", "from-alice") == 403
-        wrong = KcpUser(kind_cluster, issuer_token(kind_cluster, ns, "not-kcp"), proxy.url(),
+        wrong = KcpUser(kind_cluster, issuer_token(kind_cluster, ns, "not-kcp"), proxy,
                         proxy_ca)  # fmt: skip
         assert wrong.whoami("root:team-a")[0] == 401
 
         # OIDC on the shard directly, with the shard's own flags.
-        direct = KcpUser(kind_cluster, short, shard.url(), shard_ca)
+        direct = KcpUser(kind_cluster, short, shard, shard_ca)
         who = wait_for(
             lambda: direct.accepted("root:team-a"), 120, "the shard to take the issuer's token"
         )
@@ -219,13 +223,13 @@ def test_oidc_and_service_account_tokens_reach_their_workspace_only(
         robot_a = KcpUser(
             kind_cluster,
             as_admin("root:team-a", "create", "token", "robot", "-n", "robots").strip(),
-            proxy.url(),
+            proxy,
             proxy_ca,
         )
         robot_b = KcpUser(
             kind_cluster,
             as_admin("root:team-b", "create", "token", "robot", "-n", "robots").strip(),
-            proxy.url(),
+            proxy,
             proxy_ca,
         )
         status, who = robot_a.whoami("root:team-a")
