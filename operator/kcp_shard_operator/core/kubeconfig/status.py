@@ -68,9 +68,7 @@ def _bound(kubeconfig: Kubeconfig, seen: KubeconfigObservation) -> Condition:
     if not seen.checked:
         return Condition(BOUND, None, "NotVerified", "the operator runs with --no-kcp-checks")
     if seen.problem is not None:
-        return Condition(
-            BOUND, False, seen.problem.reason, "nothing is bound before the workspace is checked"
-        )
+        return Condition(BOUND, None, seen.problem.reason, "nothing is bound before it is issued")
     return Condition(
         BOUND,
         True,
