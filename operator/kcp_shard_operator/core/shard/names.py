@@ -18,6 +18,11 @@ def child_name(shard: Shard) -> str:
     return f"{shard.name}{CHILD_SUFFIX}"
 
 
+def audit_policy_name(shard: Shard) -> str:
+    """The ConfigMap of the operator's default audit policy for ``shard``."""
+    return f"{child_name(shard)}-audit-policy"
+
+
 def service_url(shard: Shard) -> str:
     return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
 
