@@ -16,7 +16,6 @@ from kcp_shard_operator.controller.passes import degraded_reason, now, request_p
 from kcp_shard_operator.controller.reads import every, front_proxies, read
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.frontproxy.names import admin_kubeconfig_secret
 from kcp_shard_operator.core.kubeconfig.access import (
     Problem,
     Target,
@@ -31,8 +30,6 @@ from kcp_shard_operator.core.status.conditions import invalid_status
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.kube.client import APIError, error_message
 from kcp_shard_operator.useraccess.workspace import WorkspaceCalls
-
-FRONT_PROXY = "FrontProxy"
 
 
 def reconcile_kubeconfig(ctx: Context, namespace: str, name: str, logger: Logger) -> None:
@@ -57,19 +54,9 @@ def _shards(ctx: Context, namespace: str) -> list[Shard]:
     return found
 
 
-def _admin_secret(ctx: Context, to: Target) -> str:
-    """The admin kubeconfig the operator reaches ``to`` with."""
-    if to.kind == FRONT_PROXY:
-        proxy = next(p for p in front_proxies(ctx, to.root.namespace) if p.name == to.name)
-        return admin_kubeconfig_secret(proxy)
-    shard = next(s for s in _shards(ctx, to.root.namespace) if s.name == to.name)
-    ref = shard.spec.admin_kubeconfig_secret_ref
-    return ref.name if ref else pki.admin_kubeconfig_secret(shard)
-
-
 def _inside(ctx: Context, kubeconfig: Kubeconfig, to: Target) -> WorkspaceCalls | Problem:
     """The calls into kcp through ``to`` with its admin kubeconfig."""
-    secret = _admin_secret(ctx, to)
+    secret = to.admin_secret
     try:
         admin = ctx.kube.secret_value(kubeconfig.namespace, secret, "kubeconfig")
     except APIError as err:

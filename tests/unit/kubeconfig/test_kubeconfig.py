@@ -335,7 +335,7 @@ def test_without_kcp_checks_it_is_issued_and_the_bindings_are_not_verified() -> 
 
 def test_what_kcp_answers_about_a_workspace_means() -> None:
     kubeconfig = parse_kubeconfig(kubeconfig_object(workspace="root:org:team"))
-    to = Target("FrontProxy", "kcp", None, PROXY_URL, PROXY_URL)  # type: ignore[arg-type]
+    to = Target("FrontProxy", "kcp", None, PROXY_URL, PROXY_URL, "admin")  # type: ignore[arg-type]
     assert workspace_lookup(to, "root") is None
     assert workspace_lookup(to, kubeconfig.spec.workspace) == (
         f"{PROXY_URL}/clusters/root:org/apis/tenancy.kcp.io/v1alpha1/workspaces/team"

@@ -53,6 +53,8 @@ class Target:
     """Where the user's kubeconfig points (the workspace's URL is under it)."""
     operator_url: str
     """Where the operator reaches it (its Service, or a shard's base URL)."""
+    admin_secret: str
+    """The Secret of the admin kubeconfig the operator reaches it with."""
 
 
 @dataclass(frozen=True)
@@ -98,6 +100,7 @@ def target(
             root,
             proxynames.external_url(proxy),
             proxynames.service_url(proxy),
+            proxynames.admin_kubeconfig_secret(proxy),
         )
     assert ref.shard_ref is not None, "validate() requires one target"
     field = "spec.target.shardRef"
@@ -116,7 +119,8 @@ def target(
             "operator cannot sign for it",
         )
     url = shardnames.base_url(shard)
-    return Target(SHARD_KIND, shard.name, root, shard.spec.external_url or url, url)
+    server = shard.spec.external_url or url
+    return Target(SHARD_KIND, shard.name, root, server, url, shardnames.admin_kubeconfig(shard))
 
 
 def _root_name(shard: Shard) -> str:
