@@ -242,7 +242,7 @@ def _alice(cluster: Cluster, ns: str, base: str, admin: Path, tmp_path: Path) ->
             "create", "configmap", "alice-notes", "--from-literal=owner=alice",
         )  # fmt: skip
         assert refused.returncode != 0
-        assert "Forbidden" in refused.stderr, refused.stderr
+        assert "forbidden" in refused.stderr, refused.stderr
         url = f"{base}/clusters/{where}/api/v1/namespaces/default/configmaps"
         assert answer(first, url) == 403, where
     assert answer(first, f"{base}/clusters/{TEAM_A}/api/v1/namespaces/default/configmaps") == 200
