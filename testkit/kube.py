@@ -97,8 +97,8 @@ of them cannot finish deleting once no operator runs."""
 
 
 def delete_operated(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
-    """Delete every Kubeconfig, FrontProxy, Shard and CacheServer in ``namespace`` and wait
-    until they are gone; an operator must run to remove their finalizer."""
+    """Delete every Kubeconfig, FrontProxy, VirtualWorkspaceServer, Shard and CacheServer in
+    ``namespace`` and wait until they are gone; an operator must run to remove their finalizer."""
     cluster.kubectl(
         "delete", OPERATED_KINDS, "--all", "-n", namespace,
         "--ignore-not-found", f"--timeout={timeout:g}s", timeout=timeout + 30,
