@@ -129,10 +129,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     if isinstance(to, Target) and ctx.settings.kcp_checks:
         calls = _inside(ctx, kubeconfig, to)
         problem = calls if isinstance(calls, Problem) else calls.check(kubeconfig.spec.workspace)
-        if problem is None:
-            inside = calls if not isinstance(calls, Problem) else None
-        else:
+        if problem is not None:
             to = problem
+        elif not isinstance(calls, Problem):
+            inside = calls
     if isinstance(to, Problem):
         seen = replace(seen, problem=to)
     else:
