@@ -71,6 +71,7 @@ def test_install_yaml_holds_namespace_crds_rbac_and_operator() -> None:
         "cacheservers.kcpshard.dev",
         "frontproxies.kcpshard.dev",
         "virtualworkspaceservers.kcpshard.dev",
+        "kubeconfigs.kcpshard.dev",
         "clusterkopfpeerings.kopf.dev",
         "kopfpeerings.kopf.dev",
     }

@@ -95,7 +95,7 @@ or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards", "cacheservers", "frontproxies", "virtualworkspaceservers"]
+  resources: ["shards", "cacheservers", "frontproxies", "virtualworkspaceservers", "kubeconfigs"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kcpshard.dev"]
   resources:
@@ -103,6 +103,7 @@ or one Role per watched namespace.
     - cacheservers/status
     - frontproxies/status
     - virtualworkspaceservers/status
+    - kubeconfigs/status
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]

@@ -328,6 +328,7 @@ EVERY_FIELD: dict[str, Any] = {
     "virtualWorkspaceURL": "https://shard-1-vw:6443",
     "logicalClusterAdminKubeconfigSecretRef": {"name": "lca"},
     "externalLogicalClusterAdminKubeconfigSecretRef": {"name": "elca"},
+    "audit": {"logFile": {"compress": True}},
 }
 
 

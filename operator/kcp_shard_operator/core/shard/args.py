@@ -7,6 +7,7 @@ Every flag a Shard's spec sets is rendered here, gated by kcp version through th
 from __future__ import annotations
 
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.kcp.audit import AUDIT_FLAGS, audit_flags
 from kcp_shard_operator.core.kcp.flags import refuse_overrides, retire
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod
 from kcp_shard_operator.core.kcp.versions import (
@@ -18,7 +19,7 @@ from kcp_shard_operator.core.kcp.versions import (
     retired_flags,
 )
 from kcp_shard_operator.core.pki.spec import url_host
-from kcp_shard_operator.core.shard.names import base_url
+from kcp_shard_operator.core.shard.names import audit_policy_name, base_url
 from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
 
 ROOT_DIRECTORY = "/var/lib/kcp"
@@ -67,6 +68,7 @@ SPEC_FIELDS = {
     ),
     CACHE_KUBECONFIG_FLAG: "spec.cache.kubeconfigSecretRef",
     ROOT_SHARD_KUBECONFIG_FLAG: "spec.rootShardKubeconfigSecretRef",
+    **dict.fromkeys(AUDIT_FLAGS, "spec.audit"),
 }
 """The spec field each rendered flag comes from. The others (``--root-directory``,
 ``--secure-port``, ``--shard-name``) are the operator's own: no field sets them."""
@@ -171,6 +173,8 @@ def kcp_flags(
     if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
         path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
         args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")
+    if spec.audit is not None:
+        audit_flags(pod, spec.audit, audit_policy_name(shard))
     unused: list[str] = []
     root_ref = spec.root_shard_kubeconfig_secret_ref
     if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):
