@@ -35,6 +35,19 @@ REQUEST_HEADER_FLAGS = (
 )
 """The headers kcp's front-proxy sets on the requests it forwards."""
 
+LEADER_ELECTION_NAMESPACE = "kube-system"
+LEADER_ELECTION_NAME = "kcp-controllers"
+LEADER_ELECTION_FLAGS = (
+    "--enable-leader-election=true",
+    f"--leader-election-namespace={LEADER_ELECTION_NAMESPACE}",
+    f"--leader-election-name={LEADER_ELECTION_NAME}",
+)
+"""A shard of several replicas elects one to run kcp's controllers: the lease
+``kube-system/kcp-controllers`` in each shard's own ``system:admin`` logical cluster. kcp's
+defaults (the same from 0.27 to 0.31), rendered so that a later kcp changing them cannot move
+the lease between the old and new pods of a rolling upgrade. The API is served by every
+replica all the same."""
+
 SPEC_FIELDS = {
     "--shard-base-url": "spec.baseURL",
     "--shard-external-url": "spec.externalURL",
@@ -62,6 +75,7 @@ SPEC_FIELDS = {
     ),
     "--shard-virtual-workspace-ca-file": "spec.tls.virtualWorkspaceCASecretRef",
     EXTERNAL_HOSTNAME_FLAG: "spec.baseURL (with spec.virtualWorkspaceURL)",
+    "--enable-leader-election": "spec.replicas",
     "--logical-cluster-admin-kubeconfig": "spec.logicalClusterAdminKubeconfigSecretRef",
     "--external-logical-cluster-admin-kubeconfig": (
         "spec.externalLogicalClusterAdminKubeconfigSecretRef"
@@ -93,6 +107,8 @@ def kcp_flags(
     if spec.external_url:
         args.append(f"--shard-external-url={spec.external_url}")
     args.append(f"--secure-port={PORT}")
+    if spec.replicas > 1:
+        args += LEADER_ELECTION_FLAGS
     if spec.etcd.endpoints:
         args.append(f"--etcd-servers={','.join(spec.etcd.endpoints)}")
         if spec.etcd.prefix:
