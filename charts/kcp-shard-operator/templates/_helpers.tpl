@@ -119,6 +119,11 @@ or one Role per watched namespace.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The cache servers' NetworkPolicies: written by the operator (server-side apply), deleted when
+# a CacheServer turns its policy off (spec.networkPolicy.enabled), else gone with it.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The front-proxies' path mappings: written by the operator (server-side apply), gone with
 # their FrontProxy (owner reference).
 - apiGroups: [""]

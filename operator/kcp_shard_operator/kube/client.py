@@ -41,6 +41,7 @@ from kcp_shard_operator.kube.kubeconfig import CredentialsError
 PLURALS = {
     "ConfigMap": "configmaps",
     "Deployment": "deployments",
+    "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "Pod": "pods",
