@@ -22,6 +22,7 @@ from kcp_shard_operator.core.cacheserver import pki as cachepki
 from kcp_shard_operator.core.cacheserver.names import service_url
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
+from kcp_shard_operator.core.installation.plan import cache_step
 from kcp_shard_operator.core.pki.issuance import Purpose
 from tests.conftest import make, shard_object
 from tests.fake_kube import Effects, FakeKube, context, run, watched
@@ -490,3 +491,12 @@ def test_turning_the_network_policy_off_deletes_the_one_the_operator_made() -> N
     kube.calls.clear()
     pass_over(ctx)
     assert [w for w in kube.writes if w[0] != "status"] == []
+
+
+def test_plan_shows_the_client_ca_added_where_the_cache_server_starts_taking_it() -> None:
+    live = render_cache_server(parse_cache_server(cache_object(version="0.30.0"))).deployment
+    live["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}
+    cache = parse_cache_server(cache_object(version="0.30.0"))
+    step = cache_step(cache, live, "0.31.0")
+    assert step.flags_added == ["--client-ca-file"]
+    assert cache_step(cache, live, "0.30.1").flags_added == []
