@@ -352,6 +352,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("deployments", ["get", "list", "watch", "create", "patch", "update"]),
         ("services", ["get", "list", "watch", "create", "patch", "update", "delete"]),
         ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "update", "delete"]),
+        ("networkpolicies", ["get", "list", "watch", "create", "patch", "delete"]),
         ("persistentvolumeclaims", ["get", "list", "watch", "create", "patch"]),
         ("storageclasses", ["list"]),
         ("pods", ["list", "watch"]),
