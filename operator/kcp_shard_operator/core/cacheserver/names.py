@@ -10,7 +10,7 @@ from kcp_shard_operator.core.kcp.podtemplate import PORT
 CLIENT_LABEL = f"{API_GROUP}/cache-server"
 """On the pods that may reach a CacheServer (its NetworkPolicy admits them): the value is the
 CacheServer's name. The operator puts it on the pods of every Shard whose spec.cache.serverRef
-names it."""
+names it, and on those of the Shard's VirtualWorkspaceServer."""
 
 
 def client_labels(cache_server: str) -> dict[str, str]:

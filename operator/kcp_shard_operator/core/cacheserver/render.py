@@ -8,8 +8,8 @@ The shards trust what they read from the cache server (from the deprecating rele
 identities of the core APIExports), and before kcp ~0.29.2 || ~0.30.2 || >=0.31.0 it
 authenticates no client. The NetworkPolicy admits to its port only the pods carrying the
 CacheServer's client label (:data:`~kcp_shard_operator.core.cacheserver.names.CLIENT_LABEL`):
-the operator sets it on the pods of every Shard that names the CacheServer; a
-virtual-workspace server or any other pod that must read the cache carries it the same way.
+the operator sets it on the pods of every Shard that names the CacheServer and of their
+virtual-workspace servers; any other pod that must read the cache carries it the same way.
 The operator itself never calls the cache server: its readiness is the pod's own probe, sent
 by the kubelet from the node, which NetworkPolicies do not filter.
 """
