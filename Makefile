@@ -105,8 +105,8 @@ image: install ## operator and kcp images (no registry needed); loaded into the 
 	  hack/image.sh load "$${CLUSTER_NAME:-kcp-shard-operator}"; fi
 
 .PHONY: e2e-kind
-e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready, storage, data kept, the cache server, virtual-workspace servers, OIDC and ServiceAccount tokens, the demo
-	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py tests/kind/test_storage.py tests/kind/test_durability.py tests/kind/test_cacheserver.py tests/kind/test_virtual_workspaces.py tests/kind/test_oidc_access.py tests/kind/test_no_false_alarm.py tests/kind/test_demo.py
+e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-root kcp shards Ready, storage, data kept, the cache server, virtual-workspace servers, the demo, user access, OIDC and ServiceAccount tokens, leader election and the cache NetworkPolicy
+	$(BIN)/pytest -v -m kind tests/kind/test_real_shards.py tests/kind/test_storage.py tests/kind/test_durability.py tests/kind/test_cacheserver.py tests/kind/test_virtual_workspaces.py tests/kind/test_no_false_alarm.py tests/kind/test_demo.py tests/kind/test_user_access.py tests/kind/test_oidc_access.py tests/kind/test_replicated_trust.py
 
 .PHONY: e2e-upgrade
 e2e-upgrade: install ## rolling and patch upgrade e2e on kind with real kcp pods and data checks; prints the timelines

@@ -6,6 +6,7 @@
 #   hack/image.sh kcp-upgrade     the image of the newer kcp of make e2e-upgrade
 #   hack/image.sh kcp-patch       the image of the patch release of make e2e-patch-upgrade
 #   hack/image.sh kcp-next        the image of the newest kcp that builds (KCP_NEXT_VERSION)
+#   hack/image.sh kube-router     kube-router's NetworkPolicy firewall for the kind tests
 #   hack/image.sh names           print the image names, one a line
 #   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
 #
@@ -29,33 +30,39 @@ KCP_IMAGE_REPOSITORY="${PREFIX}/kcp"
 UPSTREAM_PYTHON=python:3.11-slim-bookworm
 UPSTREAM_KCP=ghcr.io/kcp-dev/kcp
 
-python_base() {
-  if image_exists "${UPSTREAM_PYTHON}"; then
-    echo "${UPSTREAM_PYTHON}"
-    return
-  fi
-  local packages=python3,python3-venv,ca-certificates key tag work started=${SECONDS}
-  key="$(echo "${packages} ${DEBIAN_SUITE}" | sha256sum | cut -c1-10)"
-  tag="${PREFIX}/python:${DEBIAN_SUITE}-${key}"
+# debootstrap_image TAG PACKAGES CMD: Debian's DEBIAN_SUITE minbase with PACKAGES (comma-separated)
+# as image TAG, its command CMD (JSON); built once and cached under TAG.
+debootstrap_image() {
+  local tag="$1" packages="$2" work started=${SECONDS}
   if image_exists "${tag}"; then
-    log "python base ${tag}: cached"
-    echo "${tag}"
+    log "base ${tag}: cached"
     return
   fi
   mkdir -p "${CACHE_DIR}/kind"
-  work="$(mktemp -d "${CACHE_DIR}/kind/python.XXXXXX")"
+  work="$(mktemp -d "${CACHE_DIR}/kind/base.XXXXXX")"
   # shellcheck disable=SC2064
   trap "rm -rf '${work}'" EXIT
-  log "debootstrap ${DEBIAN_SUITE} with python3 (no registry: the base is built from Debian packages)"
+  log "debootstrap ${DEBIAN_SUITE} with ${packages} (no registry: the base is built from Debian packages)"
   debootstrap --variant=minbase --include="${packages}" "${DEBIAN_SUITE}" \
     "${work}/rootfs" "$(debian_mirror)" >"${work}/debootstrap.log" 2>&1 ||
     { tail -n 20 "${work}/debootstrap.log" >&2; exit 1; }
   rm -rf "${work}/rootfs/var/lib/apt/lists/"* "${work}/rootfs/var/cache/apt/"*.bin \
     "${work}/rootfs/var/cache/apt/archives/"*.deb
-  tar -C "${work}/rootfs" -c . | docker import --change 'CMD ["python3"]' - "${tag}" >/dev/null
+  tar -C "${work}/rootfs" -c . | docker import --change "CMD $3" - "${tag}" >/dev/null
   rm -rf "${work}"
   trap - EXIT
-  log "python base ${tag} built in $((SECONDS - started))s"
+  log "base ${tag} built in $((SECONDS - started))s"
+}
+
+python_base() {
+  if image_exists "${UPSTREAM_PYTHON}"; then
+    echo "${UPSTREAM_PYTHON}"
+    return
+  fi
+  local packages=python3,python3-venv,ca-certificates key tag
+  key="$(echo "${packages} ${DEBIAN_SUITE}" | sha256sum | cut -c1-10)"
+  tag="${PREFIX}/python:${DEBIAN_SUITE}-${key}"
+  debootstrap_image "${tag}" "${packages}" '["python3"]' >&2
   echo "${tag}"
 }
 
@@ -131,6 +138,23 @@ cmd_kcp_next() {
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}" "${KCP_NEXT_BINARY}"
 }
 
+# kube-router's network-policy controller for the kind tests (tests/kind/networkpolicies.py): the
+# binary from its Go module on Debian's iptables and ipset.
+cmd_kube_router() {
+  local packages=iptables,ipset base context tag="${PREFIX}/kube-router:${KUBE_ROUTER_VERSION}"
+  "${HACK_DIR}/tools.sh" build kube-router >&2
+  load_tools
+  base="${PREFIX}/netfilter:${DEBIAN_SUITE}-$(echo "${packages} ${DEBIAN_SUITE}" | sha256sum | cut -c1-10)"
+  debootstrap_image "${base}" "${packages}" '["/bin/sh"]'
+  context="$(mktemp -d)"
+  cp "${KUBE_ROUTER_BINARY}" "${context}/kube-router"
+  printf '%s\n' "FROM ${base}" 'COPY kube-router /kube-router' 'ENTRYPOINT ["/kube-router"]' \
+    >"${context}/Dockerfile"
+  docker build -q -t "${tag}" "${context}" >/dev/null
+  rm -rf "${context}"
+  log "built ${tag}"
+}
+
 cmd_names() {
   echo "${OPERATOR_IMAGE}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_VERSION}"
@@ -155,7 +179,8 @@ case "${1:-}" in
   kcp-upgrade) "${HACK_DIR}/kind.sh" check && cmd_kcp_upgrade ;;
   kcp-patch) "${HACK_DIR}/kind.sh" check && cmd_kcp_patch ;;
   kcp-next) "${HACK_DIR}/kind.sh" check && cmd_kcp_next ;;
+  kube-router) "${HACK_DIR}/kind.sh" check && cmd_kube_router ;;
   names) cmd_names ;;
   load) cmd_load "$2" ;;
-  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | names | load CLUSTER" >&2; exit 2 ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | kube-router | names | load CLUSTER" >&2; exit 2 ;;
 esac

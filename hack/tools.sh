@@ -8,6 +8,7 @@
 #   hack/tools.sh build kcp-upgrade                       the newer kcp of make e2e-upgrade
 #   hack/tools.sh build kcp-patch                         the patch release of make e2e-patch-upgrade
 #   hack/tools.sh build kcp-next                          the newest kcp that builds (KCP_NEXT_VERSION)
+#   hack/tools.sh build kube-router                       the NetworkPolicy firewall of the kind tests
 #   hack/tools.sh env                                     print export lines
 #
 # Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
@@ -36,6 +37,7 @@ K8S_NODE_DIR="${TOOLS_DIR}/kubernetes-node-${KUBERNETES_VERSION}"
 CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
 COREDNS_DIR="${TOOLS_DIR}/coredns-${COREDNS_VERSION}"
 LOCAL_PATH_DIR="${TOOLS_DIR}/local-path-provisioner-${LOCAL_PATH_PROVISIONER_VERSION}"
+KUBE_ROUTER_DIR="${TOOLS_DIR}/kube-router-${KUBE_ROUTER_VERSION}"
 
 k8s_ldflags() {
   local v="$1" minor
@@ -101,6 +103,9 @@ go_install() {
 build_kind() { go_install "${KIND_DIR}" "sigs.k8s.io/kind@${KIND_VERSION}"; }
 build_crictl() { go_install "${CRICTL_DIR}" "sigs.k8s.io/cri-tools/cmd/crictl@${CRICTL_VERSION}"; }
 build_coredns() { go_install "${COREDNS_DIR}" "github.com/coredns/coredns@${COREDNS_VERSION}"; }
+build_kube_router() {
+  CGO_ENABLED=0 go_install "${KUBE_ROUTER_DIR}" "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@${KUBE_ROUTER_VERSION}"
+}
 build_local_path_provisioner() {
   go_install "${LOCAL_PATH_DIR}" "github.com/rancher/local-path-provisioner@${LOCAL_PATH_PROVISIONER_VERSION}"
 }
@@ -220,6 +225,7 @@ cmd_build() {
         ;;
       crictl) ensure "crictl ${CRICTL_VERSION}" "${CRICTL_DIR}/crictl" build_crictl ;;
       coredns) ensure "coredns ${COREDNS_VERSION}" "${COREDNS_DIR}/coredns" build_coredns ;;
+      kube-router) ensure "kube-router ${KUBE_ROUTER_VERSION}" "${KUBE_ROUTER_DIR}/kube-router" build_kube_router ;;
       local-path-provisioner)
         ensure "local-path-provisioner ${LOCAL_PATH_PROVISIONER_VERSION}" \
           "${LOCAL_PATH_DIR}/local-path-provisioner" build_local_path_provisioner
@@ -248,6 +254,7 @@ cmd_env() {
   echo "export KUBERNETES_DIR=${K8S_DIR} KUBERNETES_NODE_DIR=${K8S_NODE_DIR} ETCD_BINARY=${ETCD_DIR}/etcd"
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
   echo "export LOCAL_PATH_PROVISIONER_BINARY=${LOCAL_PATH_DIR}/local-path-provisioner"
+  echo "export KUBE_ROUTER_BINARY=${KUBE_ROUTER_DIR}/kube-router"
 }
 
 case "${1:-build}" in

@@ -91,14 +91,14 @@ def delete_namespace(cluster: Cluster, name: str) -> None:
     cluster.kubectl("delete", "namespace", name, "--wait=false", "--ignore-not-found")
 
 
-OPERATED_KINDS = "frontproxies,virtualworkspaceservers,shards,cacheservers"
+OPERATED_KINDS = "kubeconfigs,frontproxies,virtualworkspaceservers,shards,cacheservers"
 """The kinds the operator puts its finalizer on, for ``kubectl delete``: a namespace holding one
 of them cannot finish deleting once no operator runs."""
 
 
 def delete_operated(cluster: Cluster, namespace: str, timeout: float = 60) -> None:
-    """Delete every FrontProxy, Shard and CacheServer in ``namespace`` and wait until they are
-    gone; an operator must run to remove their finalizer."""
+    """Delete every Kubeconfig, FrontProxy, VirtualWorkspaceServer, Shard and CacheServer in
+    ``namespace`` and wait until they are gone; an operator must run to remove their finalizer."""
     cluster.kubectl(
         "delete", OPERATED_KINDS, "--all", "-n", namespace,
         "--ignore-not-found", f"--timeout={timeout:g}s", timeout=timeout + 30,

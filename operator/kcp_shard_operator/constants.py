@@ -16,6 +16,9 @@ VIRTUAL_WORKSPACES_API_VERSION = SHARD_API_VERSION
 VIRTUAL_WORKSPACES_KIND = "VirtualWorkspaceServer"
 VIRTUAL_WORKSPACES_PLURAL = "virtualworkspaceservers"
 VIRTUAL_WORKSPACES_SHORT_NAME = "vws"
+KUBECONFIG_API_VERSION = SHARD_API_VERSION
+KUBECONFIG_KIND = "Kubeconfig"
+KUBECONFIG_PLURAL = "kubeconfigs"
 FIELD_MANAGER = "kcp-shard-operator"
 NAMESPACE_TERMINATING = "because it is being terminated"
 """What the API server says when it refuses to create an object in a namespace being deleted

@@ -113,6 +113,22 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
     assert server == f"https://cache-cache.{namespace}.svc:6443"
     service = get(kubectl, namespace, "service", "cache-cache")
     assert service["metadata"]["ownerReferences"][0]["kind"] == "CacheServer"
+    policy = get(kubectl, namespace, "networkpolicy", "cache-cache")
+    assert policy["metadata"]["ownerReferences"][0]["kind"] == "CacheServer"
+    admitted = {"kcpshard.dev/cache-server": "cache"}
+    assert policy["spec"]["ingress"][0]["from"] == [{"podSelector": {"matchLabels": admitted}}]
+    for name in ("root", "shard-1"):
+        labels = get(kubectl, namespace, "deployment", f"{name}-kcp")["spec"]["template"]
+        assert labels["metadata"]["labels"]["kcpshard.dev/cache-server"] == "cache", name
+
+    def policy_exists() -> bool:
+        found = kubectl("get", "networkpolicy", "-n", namespace, "-o", "name").split()
+        return "networkpolicy.networking.k8s.io/cache-cache" in found
+
+    patch_cache(kubectl, namespace, {"networkPolicy": {"enabled": False}})
+    wait_for(lambda: not policy_exists(), 60, "the NetworkPolicy deleted once turned off")
+    patch_cache(kubectl, namespace, {"networkPolicy": None})
+    wait_for(policy_exists, 60, "the NetworkPolicy back once turned on")
     for name in ("root", "shard-1"):
         pod = get(kubectl, namespace, "deployment", f"{name}-kcp")["spec"]["template"]["spec"]
         args = pod["containers"][0]["args"]
@@ -179,7 +195,7 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
         lambda: (
             not kubectl(
                 "get",
-                "deployment,service,secret",
+                "deployment,service,secret,networkpolicy",
                 "-n",
                 namespace,
                 "-l",
@@ -189,7 +205,7 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
             ).strip()
         ),
         90,
-        "the CacheServer's Deployment, Service and Secrets garbage-collected",
+        "the CacheServer's Deployment, Service, NetworkPolicy and Secrets garbage-collected",
     )
     claims = kubectl("get", "pvc", "-n", namespace, "-o", "name")
     assert "cache-cache-data" in claims, "the retained claim of the cache data stays"

@@ -71,6 +71,7 @@ def test_install_yaml_holds_namespace_crds_rbac_and_operator() -> None:
         "cacheservers.kcpshard.dev",
         "frontproxies.kcpshard.dev",
         "virtualworkspaceservers.kcpshard.dev",
+        "kubeconfigs.kcpshard.dev",
         "clusterkopfpeerings.kopf.dev",
         "kopfpeerings.kopf.dev",
     }
@@ -351,6 +352,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("deployments", ["get", "list", "watch", "create", "patch", "update"]),
         ("services", ["get", "list", "watch", "create", "patch", "update", "delete"]),
         ("poddisruptionbudgets", ["get", "list", "watch", "create", "patch", "update", "delete"]),
+        ("networkpolicies", ["get", "list", "watch", "create", "patch", "delete"]),
         ("persistentvolumeclaims", ["get", "list", "watch", "create", "patch"]),
         ("storageclasses", ["list"]),
         ("pods", ["list", "watch"]),

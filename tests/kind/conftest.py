@@ -62,11 +62,15 @@ def operator_release(kind_cluster: Cluster, pytestconfig: pytest.Config) -> Iter
     """The chart installed with ``helm install --wait``: the operator runs in-cluster from its
     image (``pullPolicy: Never``, so only the image loaded into the node can run)."""
     args = ["--namespace", OPERATOR_NAMESPACE, "--create-namespace", "--wait", "--timeout", "300s"]
+    # The image hack/image.sh built and loaded: OPERATOR_IMAGE gives a worktree an image of its
+    # own, where several share one docker engine (each would load the others' default tag).
+    repository, _, tag = image_names()[0].rpartition(":")
     with uncaptured(pytestconfig):
         log(f"helm install {RELEASE} (operator image {image_names()[0]})")
         kind_cluster.helm(
             "upgrade", "--install", RELEASE, str(CHART), *args,
             # Each test makes its own namespace: watch them all (the chart's opt-in mode).
+            "--set", f"image.repository={repository}", "--set", f"image.tag={tag}",
             "--set", "image.pullPolicy=Never", "--set", "operator.logFormat=full",
             "--set", "clusterWide=true", timeout=400,
         )  # fmt: skip

@@ -95,7 +95,7 @@ or one Role per watched namespace.
 */}}
 {{- define "kcp-shard-operator.namespacedRules" -}}
 - apiGroups: ["kcpshard.dev"]
-  resources: ["shards", "cacheservers", "frontproxies", "virtualworkspaceservers"]
+  resources: ["shards", "cacheservers", "frontproxies", "virtualworkspaceservers", "kubeconfigs"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["kcpshard.dev"]
   resources:
@@ -103,6 +103,7 @@ or one Role per watched namespace.
     - cacheservers/status
     - frontproxies/status
     - virtualworkspaceservers/status
+    - kubeconfigs/status
   verbs: ["patch"]
 - apiGroups: ["apps"]
   resources: ["deployments"]
@@ -118,6 +119,11 @@ or one Role per watched namespace.
 - apiGroups: ["policy"]
   resources: ["poddisruptionbudgets"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# The cache servers' NetworkPolicies: written by the operator (server-side apply), deleted when
+# a CacheServer turns its policy off (spec.networkPolicy.enabled), else gone with it.
+- apiGroups: ["networking.k8s.io"]
+  resources: ["networkpolicies"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 # The front-proxies' path mappings: written by the operator (server-side apply), gone with
 # their FrontProxy (owner reference).
 - apiGroups: [""]

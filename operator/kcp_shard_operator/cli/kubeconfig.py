@@ -29,8 +29,7 @@ from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import KUBECONFIG_KEY, SecretKeyRef
 from kcp_shard_operator.core.frontproxy import names as frontproxy_names
 from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
-from kcp_shard_operator.core.shard.names import issues_client_certificates
-from kcp_shard_operator.core.shard.pki import admin_kubeconfig_secret
+from kcp_shard_operator.core.shard.names import admin_kubeconfig_secret, issues_client_certificates
 from kcp_shard_operator.core.shard.spec import Shard, ShardSpec
 from kcp_shard_operator.identitycache.target import server_url
 from kcp_shard_operator.kube import credentials

@@ -22,6 +22,7 @@ from kcp_shard_operator.controller.watched import Relists
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.frontproxy.status import Route
 from kcp_shard_operator.core.kcp.versions import Version
+from kcp_shard_operator.core.kubeconfig.access import Problem, Target
 from kcp_shard_operator.core.shard.health import Probe, ProbeTarget
 from kcp_shard_operator.core.status.conditions import Condition
 from kcp_shard_operator.core.status.events import Event
@@ -29,6 +30,7 @@ from kcp_shard_operator.health.probe import probe_front_proxy, probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome
 from kcp_shard_operator.issuer.x509 import CA
+from kcp_shard_operator.useraccess.workspace import WorkspaceCalls, workspaces
 
 PEERING_LIFETIME_SECONDS = 15
 """Keep-alives go out every lifetime minus 5-10 s, so a crashed replica is replaced within it."""
@@ -157,6 +159,8 @@ class Context:
     route: Callable[[bytes, str], Route] = probe_front_proxy
     """Read through a front-proxy (its admin kubeconfig, its Service URL)."""
     routes: dict[str, Routed] = field(default_factory=dict)
+    workspaces: Callable[[bytes, Target], WorkspaceCalls | Problem] = workspaces
+    """Ask inside kcp for a Kubeconfig (its target's admin kubeconfig, the target)."""
     """Per FrontProxy: what it gave last, when to ask through it again."""
     rolled_out: dict[str, str] = field(default_factory=dict)
     """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.

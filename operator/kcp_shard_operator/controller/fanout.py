@@ -18,8 +18,8 @@ from kcp_shard_operator.controller.reads import front_proxies, virtual_workspace
 from kcp_shard_operator.controller.shard import reconcile
 from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
 from kcp_shard_operator.core.api.model import SpecError
-from kcp_shard_operator.core.cacheserver import pki as cachepki
-from kcp_shard_operator.core.cacheserver.names import serving_secret
+from kcp_shard_operator.core.cacheserver.names import ca_secret
+from kcp_shard_operator.core.cacheserver.render import mounted_secrets
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
 from kcp_shard_operator.core.frontproxy.names import serving
 from kcp_shard_operator.core.frontproxy.render import mounted
@@ -191,7 +191,7 @@ def cache_servers_using(ctx: Context, namespace: str, secret: str) -> list[str]:
             cache = parse_cache_server(body)
         except SpecError:
             continue
-        if secret in (serving_secret(cache), cachepki.ca_secret(cache)):
+        if secret in (*mounted_secrets(cache), ca_secret(cache)):
             names.append(cache.name)
     return names
 

@@ -22,6 +22,9 @@ from kcp_shard_operator.constants import (
     FRONT_PROXY_API_VERSION,
     FRONT_PROXY_KIND,
     FRONT_PROXY_PLURAL,
+    KUBECONFIG_API_VERSION,
+    KUBECONFIG_KIND,
+    KUBECONFIG_PLURAL,
     SHARD_API_VERSION,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -42,6 +45,7 @@ from kcp_shard_operator.controller.fanout import (
     virtual_workspaces_using,
 )
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
+from kcp_shard_operator.controller.kubeconfig import reconcile_kubeconfig, release
 from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.schedule import pool
 from kcp_shard_operator.controller.shard import reconcile
@@ -161,6 +165,28 @@ def on_virtual_workspaces(ctx: Context, type: str | None, body: JSON, logger: Lo
         reconcile_front_proxy(ctx, namespace, proxy.name, logger)
 
 
+def on_kubeconfig(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
+    """A pass over the Kubeconfig (its deletion is :func:`on_kubeconfig_deleted`'s)."""
+    _remember(ctx, KUBECONFIG_KIND, type, body)
+    namespace, name, meta = _where(body)
+    if type == "DELETED" or namespace is None or not _finalized(meta):
+        return
+    reconcile_kubeconfig(ctx, namespace, name, logger)
+
+
+RELEASE_RETRIES = 20
+RELEASE_DELAY_SECONDS = 6
+"""A deleted Kubeconfig whose ClusterRoleBindings cannot be removed is tried again for about
+two minutes, then let go (its bindings stay in kcp; the log says which)."""
+
+
+def on_kubeconfig_deleted(*, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
+    """Remove the ClusterRoleBindings the Kubeconfig made before kopf's finalizer goes."""
+    problems = release(_context(memo), cast(JSON, dict(body)), logger)
+    if problems:
+        raise kopf.TemporaryError("; ".join(problems), delay=RELEASE_DELAY_SECONDS)
+
+
 def on_child(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """A pass over each object the child belongs to."""
     _remember(ctx, str(body.get("kind", "")), type, body)
@@ -206,7 +232,7 @@ def on_secret(ctx: Context, type: str | None, body: JSON, logger: Logger) -> Non
     A listing's event (type None) only fills the store.
     """
     _remember(ctx, "Secret", type, body)
-    namespace, name, _ = _where(body)
+    namespace, name, meta = _where(body)
     if type not in ("ADDED", "MODIFIED", "DELETED") or namespace is None:
         return
     for cache in cache_servers_using(ctx, namespace, name):
@@ -215,6 +241,8 @@ def on_secret(ctx: Context, type: str | None, body: JSON, logger: Logger) -> Non
         reconcile_front_proxy(ctx, namespace, proxy, logger)
     for server in virtual_workspaces_using(ctx, namespace, name):
         reconcile_virtual_workspaces(ctx, namespace, server, logger)
+    for kubeconfig in _owners(meta, KUBECONFIG_KIND, KUBECONFIG_API_VERSION):
+        reconcile_kubeconfig(ctx, namespace, kubeconfig, logger)
     reconcile_referencing(ctx, namespace, name, logger)
 
 
@@ -223,6 +251,7 @@ REACTIONS: dict[str, React] = {
     CACHE_SERVER_KIND: on_cache_server,
     FRONT_PROXY_KIND: on_front_proxy,
     VIRTUAL_WORKSPACES_KIND: on_virtual_workspaces,
+    KUBECONFIG_KIND: on_kubeconfig,
     **{child.kind: on_child for child in CHILDREN},
     PODS.kind: on_pod,
     SECRETS.kind: on_secret,
@@ -305,6 +334,7 @@ def register(registry: kopf.OperatorRegistry) -> None:
             reconcile_virtual_workspaces,
             "on_virtual_workspaces_timer",
         ),
+        (KUBECONFIG_PLURAL, KUBECONFIG_KIND, reconcile_kubeconfig, "on_kubeconfig_timer"),
     ):
         events = kopf.on.event(API_GROUP, API_VERSION, plural, registry=registry)
         events(watching(kind, REACTIONS[kind]))
@@ -322,5 +352,13 @@ def register(registry: kopf.OperatorRegistry) -> None:
         labels = dict(watched.labels) or None
         watch = kopf.on.event(watched.api_version, watched.plural, labels=labels, registry=registry)
         watch(watching(None if watched in CHILDREN else watched.kind, REACTIONS[watched.kind]))
+    kopf.on.delete(
+        API_GROUP,
+        API_VERSION,
+        KUBECONFIG_PLURAL,
+        id="release_kubeconfig",
+        retries=RELEASE_RETRIES,
+        registry=registry,
+    )(on_kubeconfig_deleted)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.cleanup(registry=registry)(stop)

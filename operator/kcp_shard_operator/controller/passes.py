@@ -99,13 +99,16 @@ def write_children(
 def delete_pdb(ctx: Context, live: JSON) -> list[str]:
     """Delete the PodDisruptionBudget ``live`` (its object went down to one replica); the
     failure, if any."""
-    meta = live["metadata"]
+    return delete_child(ctx, "policy/v1", live)
+
+
+def delete_child(ctx: Context, api_version: str, live: JSON) -> list[str]:
+    """Delete the child ``live`` the operator no longer renders; the failure, if any."""
+    meta, kind = live["metadata"], live["kind"]
     namespace, name = meta["namespace"], meta["name"]
     try:
-        ctx.kube.delete("policy/v1", "PodDisruptionBudget", namespace, name)
+        ctx.kube.delete(api_version, kind, namespace, name)
     except APIError as err:
-        return [f"PodDisruptionBudget {name}: {error_message(err)}"]
-    ctx.store.deleted(
-        "PodDisruptionBudget", namespace, name, meta.get("uid"), meta.get("resourceVersion")
-    )
+        return [f"{kind} {name}: {error_message(err)}"]
+    ctx.store.deleted(kind, namespace, name, meta.get("uid"), meta.get("resourceVersion"))
     return []

@@ -32,7 +32,7 @@ from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.installation.steps import container_args
 from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
 from kcp_shard_operator.core.shard.claim import Storage, claim_name
-from kcp_shard_operator.core.shard.names import child_name
+from kcp_shard_operator.core.shard.names import audit_policy_name, child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
@@ -58,6 +58,7 @@ CHILD_KINDS = tuple(
         ("v1", "PersistentVolumeClaim"),
         ("apps/v1", "Deployment"),
         ("policy/v1", "PodDisruptionBudget"),
+        ("v1", "ConfigMap"),
     )
 )
 """(apiVersion, kind, plural) of the objects rendered for a Shard."""
@@ -66,6 +67,8 @@ STORAGE_CLASSES_SECONDS = 10.0
 
 
 def _child_name(shard: Shard, kind: str) -> str:
+    if kind == "ConfigMap":
+        return audit_policy_name(shard)
     return claim_name(shard) if kind == "PersistentVolumeClaim" else child_name(shard)
 
 

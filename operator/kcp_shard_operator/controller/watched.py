@@ -13,6 +13,8 @@ from kcp_shard_operator.constants import (
     FIELD_MANAGER,
     FRONT_PROXY_API_VERSION,
     FRONT_PROXY_KIND,
+    KUBECONFIG_API_VERSION,
+    KUBECONFIG_KIND,
     SHARD_API_VERSION,
     SHARD_KIND,
     VIRTUAL_WORKSPACES_API_VERSION,
@@ -48,6 +50,7 @@ OWNERS = (
     Watched(CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND),
     Watched(FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND),
     Watched(VIRTUAL_WORKSPACES_API_VERSION, VIRTUAL_WORKSPACES_KIND),
+    Watched(KUBECONFIG_API_VERSION, KUBECONFIG_KIND),
 )
 """The operator's own kinds, whose objects own the rest."""
 CHILDREN = (
@@ -56,6 +59,7 @@ CHILDREN = (
     Watched("apps/v1", "Deployment", MANAGED),
     Watched("policy/v1", "PodDisruptionBudget", MANAGED),
     Watched("v1", "ConfigMap", MANAGED),
+    Watched("networking.k8s.io/v1", "NetworkPolicy", MANAGED),
 )
 """What the operator writes for them (and, below, their pods and the Secrets they mount)."""
 PODS = Watched("v1", "Pod", MANAGED)

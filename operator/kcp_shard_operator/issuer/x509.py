@@ -62,11 +62,10 @@ def new_key() -> str:
     ).decode()
 
 
-def _name(common_name: str, organization: str | None = None) -> x509.Name:
-    attributes = [x509.NameAttribute(NameOID.COMMON_NAME, common_name)]
-    if organization:
-        attributes.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, organization))
-    return x509.Name(attributes)
+def _name(common_name: str, organizations: tuple[str, ...] = ()) -> x509.Name:
+    """CN and one O attribute per group (kcp reads every O as a group)."""
+    attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
+    return x509.Name([*attributes, x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
 
 
 def _key_usage(*, signs: bool) -> x509.KeyUsage:
@@ -117,7 +116,7 @@ def sign(ca: CA, request: Request, now: datetime.datetime) -> Issued:
     serving = request.purpose is Purpose.SERVING
     builder = (
         x509.CertificateBuilder()
-        .subject_name(_name(request.common_name, request.organization))
+        .subject_name(_name(request.common_name, request.organizations))
         .issuer_name(ca.certificate.subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())

@@ -26,6 +26,8 @@ from kcp_shard_operator.constants import (
     FIELD_MANAGER,
     FRONT_PROXY_KIND,
     FRONT_PROXY_PLURAL,
+    KUBECONFIG_KIND,
+    KUBECONFIG_PLURAL,
     NAMESPACE_TERMINATING,
     SHARD_KIND,
     SHARD_PLURAL,
@@ -39,6 +41,7 @@ from kcp_shard_operator.kube.kubeconfig import CredentialsError
 PLURALS = {
     "ConfigMap": "configmaps",
     "Deployment": "deployments",
+    "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "PodDisruptionBudget": "poddisruptionbudgets",
     "Pod": "pods",
@@ -48,6 +51,7 @@ PLURALS = {
     CACHE_SERVER_KIND: CACHE_SERVER_PLURAL,
     FRONT_PROXY_KIND: FRONT_PROXY_PLURAL,
     VIRTUAL_WORKSPACES_KIND: VIRTUAL_WORKSPACES_PLURAL,
+    KUBECONFIG_KIND: KUBECONFIG_PLURAL,
 }
 TIMEOUT = (5.0, 30.0)
 """Seconds to connect and to wait for an answer."""

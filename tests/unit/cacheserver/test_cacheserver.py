@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 import yaml
+from cryptography import x509
+from cryptography.x509.oid import NameOID
 
 from kcp_shard_operator.cli.crd import crd_yaml
 from kcp_shard_operator.cli.main import main
@@ -20,6 +22,7 @@ from kcp_shard_operator.core.cacheserver import pki as cachepki
 from kcp_shard_operator.core.cacheserver.names import service_url
 from kcp_shard_operator.core.cacheserver.render import render_cache_server
 from kcp_shard_operator.core.cacheserver.spec import parse_cache_server
+from kcp_shard_operator.core.installation.plan import cache_step
 from kcp_shard_operator.core.pki.issuance import Purpose
 from tests.conftest import make, shard_object
 from tests.fake_kube import Effects, FakeKube, context, run, watched
@@ -103,6 +106,7 @@ def test_the_cache_server_renders_one_recreated_non_root_pod_on_its_claim() -> N
     cache = parse_cache_server(cache_object())
     rendered = render_cache_server(cache, {"cache-cache-serving": "7"})
     assert [o["kind"] for o in rendered.objects] == [
+        "NetworkPolicy",
         "Service",
         "PersistentVolumeClaim",
         "Deployment",
@@ -160,6 +164,7 @@ def test_a_new_cache_server_is_issued_and_written_then_ready_once_rolled_out() -
         ("create", "Secret", "cache-cache-ca"),
         ("create", "Secret", "cache-cache-serving"),
         ("create", "Secret", "cache-cache-kubeconfig"),
+        ("apply", "NetworkPolicy", "cache-cache"),
         ("apply", "Service", "cache-cache"),
         ("apply", "PersistentVolumeClaim", "cache-cache-data"),
         ("apply", "Deployment", "cache-cache"),
@@ -331,7 +336,8 @@ def test_render_prints_the_cache_server_first_and_reports_a_bad_one(
         + err.split("does not match ", 1)[1].strip()
     ]
     rendered = [(d["kind"], d["metadata"]["name"]) for d in yaml.safe_load_all(out)]
-    assert rendered[:3] == [
+    assert rendered[:4] == [
+        ("NetworkPolicy", "cache-cache"),
         ("Service", "cache-cache"),
         ("PersistentVolumeClaim", "cache-cache-data"),
         ("Deployment", "cache-cache"),
@@ -361,3 +367,136 @@ def test_plan_rolls_shards_on_a_cache_server_and_refuses_one_naming_a_missing_on
     assert (steps["root"]["outcome"], steps["root"]["order"]) == ("Rolls", 2)
     assert steps["other"]["outcome"] == "Refused"
     assert steps["other"]["reason"] == "CacheServerNotFound"
+
+
+def cache_args(cache: JSON) -> list[str]:
+    deployment = render_cache_server(parse_cache_server(cache)).deployment
+    args: list[str] = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    return args
+
+
+@pytest.mark.parametrize(
+    ("version", "authenticates"),
+    [
+        ("0.27.1", False),
+        ("0.28.1", False),
+        ("0.29.1", False),
+        ("0.29.2", True),
+        ("0.29.5", True),
+        ("0.30.0", False),
+        ("0.30.1", False),
+        ("0.30.2", True),
+        ("0.31.0-rc.1", True),
+        ("0.31.0", True),
+        ("0.34.0", True),
+    ],
+)
+def test_the_client_ca_is_rendered_exactly_where_kcps_cache_server_takes_it(
+    version: str, authenticates: bool
+) -> None:
+    cache = cache_object(version=version)
+    flags = [a for a in cache_args(cache) if a.startswith("--client-ca-file")]
+    assert flags == (["--client-ca-file=/etc/kcp-cache/client-ca/ca.crt"] if authenticates else [])
+    pod = render_cache_server(parse_cache_server(cache)).deployment["spec"]["template"]["spec"]
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    if authenticates:
+        assert volumes["client-ca"]["secret"]["secretName"] == "cache-cache-ca"
+        assert volumes["client-ca"]["secret"]["items"] == [{"key": "ca.crt", "path": "ca.crt"}], (
+            "the CA's certificate only, never its key"
+        )
+    else:
+        assert "client-ca" not in volumes
+
+
+def test_a_users_client_ca_is_required_where_the_operator_issues_none() -> None:
+    mine: dict[str, Any] = {"servingCertSecretRef": {"name": "mine"}}
+    with pytest.raises(SpecError, match=r"spec\.clientCASecretRef: kcp 0\.31\.0's cache server"):
+        parse_cache_server(cache_object(version="0.31.0", **mine))
+    assert "--client-ca-file" not in " ".join(cache_args(cache_object(version="0.30.0", **mine)))
+    args = cache_args(
+        cache_object(version="0.31.0", clientCASecretRef={"name": "cas", "key": "b.pem"}, **mine)
+    )
+    assert "--client-ca-file=/etc/kcp-cache/client-ca/ca.crt" in args
+
+
+def test_the_shards_client_certificate_is_in_the_group_the_cache_server_authorizes() -> None:
+    kube = FakeKube(cache_object(version="0.31.0"))
+    pass_over(context(kube))
+    kubeconfig = kube.objects[("Secret", "ns", "cache-cache-kubeconfig")]["data"]["kubeconfig"]
+    user = json.loads(base64.b64decode(kubeconfig))["users"][0]["user"]
+    pem = base64.b64decode(user["client-certificate-data"])
+    subject = x509.load_pem_x509_certificate(pem).subject
+    organizations = subject.get_attributes_for_oid(NameOID.ORGANIZATION_NAME)
+    assert [o.value for o in organizations] == ["system:masters"]
+    ca = kube.objects[("Secret", "ns", "cache-cache-ca")]["data"]["ca.crt"]
+    issuer = x509.load_pem_x509_certificate(base64.b64decode(ca)).subject
+    assert x509.load_pem_x509_certificate(pem).issuer == issuer, "signed by the client CA"
+
+
+def test_a_rotated_client_ca_restarts_the_cache_server() -> None:
+    cache = parse_cache_server(cache_object(version="0.31.0"))
+    before = render_cache_server(cache, {"cache-cache-serving": "1", "cache-cache-ca": "1"})
+    after = render_cache_server(cache, {"cache-cache-serving": "1", "cache-cache-ca": "2"})
+    assert before.deployment["spec"]["template"] != after.deployment["spec"]["template"]
+
+
+def test_the_network_policy_admits_only_the_cache_servers_clients_to_its_port() -> None:
+    policy = render_cache_server(parse_cache_server(cache_object())).network_policy
+    assert policy is not None
+    assert policy["metadata"]["ownerReferences"][0]["kind"] == "CacheServer"
+    assert policy["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "kcp-shard-operator"
+    assert policy["spec"] == {
+        "podSelector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "kcp-cache-server",
+                "app.kubernetes.io/instance": "cache",
+            }
+        },
+        "policyTypes": ["Ingress"],
+        "ingress": [
+            {
+                "from": [{"podSelector": {"matchLabels": {"kcpshard.dev/cache-server": "cache"}}}],
+                "ports": [{"protocol": "TCP", "port": 6443}],
+            }
+        ],
+    }
+
+
+def test_the_pods_of_a_shard_naming_the_cache_server_carry_its_client_label() -> None:
+    kube = FakeKube(cache_object(), shard_on_cache(), shard_object("other", version="0.28.0"))
+    ctx = context(kube)
+    pass_over(ctx)
+    watched(ctx, kube.roll_out("ns", "cache-cache"))
+    pass_over(ctx)
+    run(ctx, "root")
+    run(ctx, "other")
+    labels = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]["metadata"]
+    assert labels["labels"]["kcpshard.dev/cache-server"] == "cache"
+    other = kube.objects[("Deployment", "ns", "other-kcp")]["spec"]["template"]["metadata"]
+    assert "kcpshard.dev/cache-server" not in other["labels"]
+
+
+def test_turning_the_network_policy_off_deletes_the_one_the_operator_made() -> None:
+    kube = FakeKube(cache_object())
+    ctx = context(kube)
+    pass_over(ctx)
+    assert ("NetworkPolicy", "ns", "cache-cache") in kube.objects
+    obj = copy.deepcopy(kube.objects[("CacheServer", "ns", "cache")])
+    obj["spec"]["networkPolicy"] = {"enabled": False}
+    watched(ctx, kube.put(obj))
+    kube.calls.clear()
+    pass_over(ctx)
+    assert ("delete", "NetworkPolicy", "cache-cache") in kube.writes
+    assert ("NetworkPolicy", "ns", "cache-cache") not in kube.objects
+    kube.calls.clear()
+    pass_over(ctx)
+    assert [w for w in kube.writes if w[0] != "status"] == []
+
+
+def test_plan_shows_the_client_ca_added_where_the_cache_server_starts_taking_it() -> None:
+    live = render_cache_server(parse_cache_server(cache_object(version="0.30.0"))).deployment
+    live["status"] = {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1}
+    cache = parse_cache_server(cache_object(version="0.30.0"))
+    step = cache_step(cache, live, "0.31.0")
+    assert step.flags_added == ["--client-ca-file"]
+    assert cache_step(cache, live, "0.30.1").flags_added == []

@@ -99,3 +99,21 @@ def test_virtual_workspace_servers_render_to_golden_on_each_version_row(
     assert ("--external-hostname=shard-1-kcp.kcp-vw-example.svc" in out) is old
     assert out.count("--run-virtual-workspaces=false") == 2
     assert ("--root-shard-kubeconfig-file" in out) is (version != "0.34.0")
+
+
+def test_the_cache_servers_client_ca_renders_exactly_on_the_versions_that_take_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    _rendered(GOLDEN / "cache-versions", GOLDEN / "cache-versions.yaml", capsys)
+    out = (GOLDEN / "cache-versions.yaml").read_text(encoding="utf-8")
+    deployments = [d for d in yaml.safe_load_all(out) if d["kind"] == "Deployment"]
+    taking = {
+        d["metadata"]["name"]
+        for d in deployments
+        if any(
+            a.startswith("--client-ca-file=")
+            for a in d["spec"]["template"]["spec"]["containers"][0]["args"]
+        )
+    }
+    assert len(deployments) == 8
+    assert taking == {"cache-0-29-2-cache", "cache-0-30-2-cache", "cache-0-31-0-cache"}

@@ -4,6 +4,7 @@ import pytest
 
 from kcp_shard_operator.constants import DEPRECATING_RELEASE_ENV
 from kcp_shard_operator.core.kcp.versions import (
+    CACHE_CLIENT_CA_FLAG,
     CACHE_KUBECONFIG_FLAG,
     DEFAULT_DEPRECATING_RELEASE,
     ROOT_SHARD_KUBECONFIG_FLAG,
@@ -61,6 +62,17 @@ def test_round_trip_and_build_metadata() -> None:
         (CACHE_KUBECONFIG_FLAG, "0.31.0", Role.NON_ROOT, "0.34.0", True),
         (CACHE_KUBECONFIG_FLAG, "0.34.0", Role.ROOT, "0.34.0", True),
         (CACHE_KUBECONFIG_FLAG, "0.26.0", Role.NON_ROOT, "0.34.0", False),
+        # ~0.29.2 || ~0.30.2 || >=0.31.0: backports to earlier minors from a patch release on.
+        (CACHE_CLIENT_CA_FLAG, "0.29.1", Role.CACHE_SERVER, "0.34.0", False),
+        (CACHE_CLIENT_CA_FLAG, "0.29.2", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "0.29.2-rc.1", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "0.29.9", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "0.30.0", Role.CACHE_SERVER, "0.34.0", False),
+        (CACHE_CLIENT_CA_FLAG, "0.30.2", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "0.31.0", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "1.0.0", Role.CACHE_SERVER, "0.34.0", True),
+        (CACHE_CLIENT_CA_FLAG, "0.28.0", Role.CACHE_SERVER, "0.34.0", False),
+        (CACHE_CLIENT_CA_FLAG, "0.31.0", Role.ROOT, "0.34.0", False),
     ],
 )
 def test_flag_gates(flag: str, version: str, role: Role, release: str, expected: bool) -> None:

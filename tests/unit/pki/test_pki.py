@@ -196,7 +196,8 @@ def test_the_verdict_keeps_renews_and_never_overwrites_a_users_secret() -> None:
         make(shard_object(pki={"certificateLifetime": "1h", "renewBefore": "10m"})), None, RELEASE
     )[2]
     assert (
-        verdict(shorter, issued, "ca/u/1", NOW).why == "spec.pki.certificateLifetime is now shorter"
+        verdict(shorter, issued, "ca/u/1", NOW).why
+        == "the lifetime the spec asks for is now shorter"
     )
     users = {"metadata": {"name": "root-kcp-serving"}}
     found = verdict(serving, users, "ca/u/1", NOW)

@@ -310,6 +310,7 @@ def test_every_flag_given_twice_is_named_with_what_to_do(root: Shard) -> None:
 
 
 EVERY_FIELD: dict[str, Any] = {
+    "replicas": 2,
     "baseURL": "https://shard-1:6443",
     "externalURL": "https://kcp.example:443",
     "etcd": {"endpoints": ["https://e:2379"], "prefix": "/p", "tlsSecretRef": {"name": "etcd"}},
@@ -342,6 +343,7 @@ EVERY_FIELD: dict[str, Any] = {
         "tokenFileSecretRef": {"name": "tokens"},
         "authorizationWebhook": {"configSecretRef": {"name": "authz"}},
     },
+    "audit": {"logFile": {"compress": True}},
 }
 
 
@@ -350,7 +352,13 @@ def test_every_rendered_flag_but_the_operators_own_names_its_spec_field(root: Sh
     for version in ("0.30.0", "0.32.3", "0.34.0"):
         shard = make(non_root_object(version=version, **EVERY_FIELD))
         rendered |= {arg.split("=")[0] for arg in args_of(shard, root)}
-    assert rendered - set(SPEC_FIELDS) == {"--root-directory", "--secure-port", "--shard-name"}
+    assert rendered - set(SPEC_FIELDS) == {
+        "--root-directory",
+        "--secure-port",
+        "--shard-name",
+        "--leader-election-namespace",
+        "--leader-election-name",
+    }
     assert set(SPEC_FIELDS) <= rendered
 
 
@@ -461,3 +469,36 @@ def test_recreate_while_moving_to_another_minor(
         assert "rollingUpdate" not in rendered
     else:
         assert rendered["rollingUpdate"] == {"maxUnavailable": 0, "maxSurge": 1}
+
+
+LEADER_ELECTION = [
+    "--enable-leader-election=true",
+    "--leader-election-namespace=kube-system",
+    "--leader-election-name=kcp-controllers",
+]
+
+
+@pytest.mark.parametrize("version", ["0.27.1", "0.28.0", "0.30.0", "0.34.0"])
+@pytest.mark.parametrize("replicas", [2, 3])
+def test_a_replicated_shard_elects_the_replica_that_runs_kcps_controllers(
+    version: str, replicas: int, root: Shard
+) -> None:
+    for obj, parent in (
+        (shard_object(version=version, replicas=replicas, etcd=EXTERNAL_ETCD), None),
+        (non_root_object(version=version, replicas=replicas, etcd=EXTERNAL_ETCD), root),
+    ):
+        args = args_of(make(obj), parent)
+        assert [arg for arg in args if "leader-election" in arg] == LEADER_ELECTION
+
+
+def test_a_single_replica_runs_kcps_controllers_without_an_election(root: Shard) -> None:
+    for obj, parent in ((shard_object(replicas=1), None), (non_root_object(replicas=1), root)):
+        assert not [arg for arg in args_of(make(obj), parent) if "leader-election" in arg]
+
+
+def test_extra_args_cannot_turn_the_election_of_a_replicated_shard_off() -> None:
+    shard = make(
+        shard_object(replicas=2, etcd=EXTERNAL_ETCD, extraArgs=["--enable-leader-election=false"])
+    )
+    with pytest.raises(SpecError, match=r"\[0\] --enable-leader-election: .*spec.replicas"):
+        args_of(shard, None)

@@ -338,3 +338,18 @@ def test_a_secret_event_reaches_the_servers_and_shards_that_use_it() -> None:
     assert "shard-1" in referencing(ctx, "ns", "shard-1-kcp-shard-client")
     assert virtual_workspaces_serving(ctx, "ns", "shard-1") == ["shard-1"]
     assert virtual_workspaces_serving(ctx, "ns", "root") == []
+
+
+def test_the_pods_of_a_shard_on_a_cache_server_may_reach_it() -> None:
+    """The CacheServer's NetworkPolicy admits the pods carrying its client label."""
+    on_cache, _ = served_shard("0.34.0", cache={"serverRef": {"name": "cache"}})
+    rendered = render_virtual_workspaces(server(), on_cache, RELEASE)
+    template = rendered.deployment["spec"]["template"]["metadata"]
+    assert template["labels"]["kcpshard.dev/cache-server"] == "cache"
+    assert "kcpshard.dev/cache-server" not in rendered.deployment["spec"]["selector"]["matchLabels"]
+    embedded, _ = served_shard("0.30.0")
+    rendered = render_virtual_workspaces(server(version="0.30.0"), embedded, RELEASE)
+    assert (
+        "kcpshard.dev/cache-server"
+        not in rendered.deployment["spec"]["template"]["metadata"]["labels"]
+    )

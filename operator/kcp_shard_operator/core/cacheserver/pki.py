@@ -3,17 +3,26 @@ Service and the kubeconfig the shards that name it (``spec.cache.serverRef``) mo
 ``--cache-kubeconfig``.
 
 The cache server has a CA of its own rather than an installation's: several installations
-may share one cache server, and kcp's cache server authenticates no client (the kubeconfig's
-client certificate is signed all the same, so that a kcp that starts checking finds one).
+may share one cache server. The CA is also the cache server's ``--client-ca-file`` on the kcp
+versions that take it (the flag table); the kubeconfig's client certificate is in group
+``system:masters``, the only group kcp's cache server authorizes. Older cache servers
+authenticate no client: the certificate is issued all the same, and the same kubeconfig serves
+the shards across an upgrade.
 """
 
 from __future__ import annotations
 
 from kcp_shard_operator.constants import CACHE_SERVER_API_VERSION, CACHE_SERVER_KIND
-from kcp_shard_operator.core.cacheserver.names import child_name, service_url, serving_secret
+from kcp_shard_operator.core.cacheserver.names import (
+    ca_secret,
+    child_name,
+    service_url,
+    serving_secret,
+)
 from kcp_shard_operator.core.cacheserver.render import NAME
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.pki.issuance import (
+    ADMIN_GROUP,
     CA_LIFETIME_SECONDS,
     Owner,
     Purpose,
@@ -38,10 +47,6 @@ def owner(cache: CacheServer) -> Owner:
     )
 
 
-def ca_secret(cache: CacheServer) -> str:
-    return f"{child_name(cache)}-ca"
-
-
 def requests(cache: CacheServer) -> list[Request]:
     """What the pass over ``cache`` issues, CA first; nothing with ``spec.pki.issue`` false.
 
@@ -49,7 +54,7 @@ def requests(cache: CacheServer) -> list[Request]:
     kubeconfig unissued too: the operator's CA would not be the one that signed it.
     """
     spec = cache.spec
-    if not spec.pki.issue or spec.serving_cert_secret_ref is not None:
+    if not spec.issues_ca:
         return []
     made_by = owner(cache)
     return [
@@ -65,7 +70,7 @@ def requests(cache: CacheServer) -> list[Request]:
             cache_kubeconfig_secret(cache.name),
             made_by,
             spec.as_pki,
-            (CACHE_CLIENT_USER, None),
+            (CACHE_CLIENT_USER, ADMIN_GROUP),
             server=service_url(cache),
             context=CACHE_CONTEXT,
         ),

@@ -4,9 +4,10 @@ Every shard of an installation replicates the objects others need (the core APIE
 them) into the cache server and reads them from there; from the deprecating release on, a
 non-root shard reads the APIExport identities there instead of from the root shard.
 
-kcp's ``cache-server`` binary has no external-etcd flags and no authentication (it trusts
-every client that reaches it over TLS), so the spec has no etcd section, and the Service is
-meant for the installation's shards only.
+kcp's ``cache-server`` binary has no external-etcd flags, so the spec has no etcd section. It
+authenticates client certificates only from kcp ~0.29.2 || ~0.30.2 || >=0.31.0 (before, it
+trusts every client that reaches it over TLS); on every version a NetworkPolicy admits only the
+pods of the Shards that name the CacheServer.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
-from kcp_shard_operator.core.api.refs import LocalObjectRef
+from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
     check_pod_fields,
@@ -35,6 +36,12 @@ from kcp_shard_operator.core.kcp.serverspec import (
     image_field,
     tagged_build,
     version_field,
+)
+from kcp_shard_operator.core.kcp.versions import (
+    CACHE_CLIENT_CA_FLAG,
+    DEFAULT_DEPRECATING_RELEASE,
+    Role,
+    flag_applies,
 )
 from kcp_shard_operator.core.pki.spec import (
     IssuesOwnPKI,
@@ -64,6 +71,21 @@ class CachePKISpec:
 
 
 @dataclass(frozen=True)
+class NetworkPolicySpec:
+    """The NetworkPolicy in front of the cache server."""
+
+    enabled: bool = field(
+        "enabled",
+        "Render a NetworkPolicy (<name>-cache) that admits to the cache server's port only the "
+        "pods of the Shards naming this CacheServer (spec.cache.serverRef), and pods carrying "
+        "the label kcpshard.dev/cache-server=<name>. false: none (a policy the operator made "
+        "is deleted); the cache server is then reachable from every pod, and before kcp "
+        "~0.29.2 || ~0.30.2 || >=0.31.0 it authenticates no client.",
+        default=True,
+    )
+
+
+@dataclass(frozen=True)
 class CacheServerSpec(ServerSpec, IssuesOwnPKI):
     """Desired state of a kcp cache server."""
 
@@ -82,6 +104,20 @@ class CacheServerSpec(ServerSpec, IssuesOwnPKI):
         "issued (spec.pki).",
         default=None,
     )
+    client_ca_secret_ref: CASecretKeyRef | None = field(
+        "clientCASecretRef",
+        "CA of the client certificates the cache server accepts (--client-ca-file, on kcp "
+        "~0.29.2 || ~0.30.2 || >=0.31.0; the clients must be in group system:masters). Unset: "
+        "the CA the operator issues (spec.pki), which signs the shards' kubeconfig. Required "
+        "on those versions when the operator issues no CA (spec.servingCertSecretRef set or "
+        "spec.pki.issue false).",
+        default=None,
+    )
+    network_policy: NetworkPolicySpec = field(
+        "networkPolicy",
+        "Who may reach the cache server.",
+        default_factory=NetworkPolicySpec,
+    )
     pki: CachePKISpec = field("pki", "What the operator issues.", default_factory=CachePKISpec)
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
@@ -91,6 +127,20 @@ class CacheServerSpec(ServerSpec, IssuesOwnPKI):
     @property
     def storage_or_default(self) -> StorageSpec:
         return self.storage or StorageSpec()
+
+    @property
+    def issues_ca(self) -> bool:
+        """Whether the operator issues the CA (and with it the serving certificate and the
+        shards' kubeconfig): a user's serving certificate was signed by another one."""
+        return self.pki.issue and self.serving_cert_secret_ref is None
+
+    @property
+    def authenticates_clients(self) -> bool:
+        """Whether this kcp's cache server takes ``--client-ca-file`` (the flag table)."""
+        # The row's bounds are versions, not the deprecating-release setting.
+        return flag_applies(
+            CACHE_CLIENT_CA_FLAG, self.kcp_version, Role.CACHE_SERVER, DEFAULT_DEPRECATING_RELEASE
+        )
 
 
 @dataclass(frozen=True)
@@ -115,6 +165,13 @@ def validate(spec: CacheServerSpec) -> None:
     for _, message, holds in RULES:
         if not holds(spec):
             raise SpecError("spec", message)
+    if spec.authenticates_clients and not spec.issues_ca and spec.client_ca_secret_ref is None:
+        raise SpecError(
+            "spec.clientCASecretRef",
+            f"kcp {spec.version}'s cache server authenticates its clients (--client-ca-file): "
+            "name the CA of their certificates; the operator issues none when "
+            "spec.servingCertSecretRef is set or spec.pki.issue is false",
+        )
     check_pki(spec.as_pki)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
     check_storage(spec.storage)

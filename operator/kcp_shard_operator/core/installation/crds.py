@@ -9,6 +9,8 @@ from kcp_shard_operator.constants import (
     CACHE_SERVER_PLURAL,
     FRONT_PROXY_KIND,
     FRONT_PROXY_PLURAL,
+    KUBECONFIG_KIND,
+    KUBECONFIG_PLURAL,
     SHARD_KIND,
     SHARD_PLURAL,
     VIRTUAL_WORKSPACES_KIND,
@@ -19,6 +21,7 @@ from kcp_shard_operator.core.api.model import JSON, object_schema
 from kcp_shard_operator.core.cacheserver import spec as cachespec
 from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
 from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN, max_name_length
+from kcp_shard_operator.core.kubeconfig import spec as kubeconfigspec
 from kcp_shard_operator.core.shard.spec import CHILD_SUFFIX, SPEC_RULES, ShardSpec
 from kcp_shard_operator.core.virtualworkspaces import spec as vwspec
 
@@ -336,5 +339,78 @@ def virtual_workspaces_crd() -> JSON:
     )
 
 
+def kubeconfig_status_schema() -> JSON:
+    text = {"type": "string"}
+    return {
+        "type": "object",
+        "description": "Observed state of the user's kubeconfig, written by the operator.",
+        "properties": {
+            "observedGeneration": {"type": "integer", "format": "int64"},
+            "phase": text,
+            "secret": {
+                "type": "string",
+                "description": "The Secret holding the kubeconfig (key kubeconfig).",
+            },
+            "notAfter": {
+                "type": "string",
+                "format": "date-time",
+                "description": "When the client certificate in the Secret expires.",
+            },
+            "server": {
+                "type": "string",
+                "description": "The kubeconfig's server: the workspace's URL at the target.",
+            },
+            "bindings": {
+                "type": "array",
+                "description": "The ClusterRoleBindings the operator made for the user.",
+                "items": {
+                    "type": "object",
+                    "properties": {"workspace": text, "name": text, "clusterRole": text},
+                },
+            },
+            "conditions": _conditions_schema(),
+        },
+    }
+
+
+def kubeconfig_crd() -> JSON:
+    spec = object_schema(kubeconfigspec.KubeconfigSpec)
+    spec["x-kubernetes-validations"] = [
+        {
+            "rule": "duration(self.renewBefore) < duration(self.validity)",
+            "message": "spec.renewBefore must be shorter than spec.validity",
+        }
+    ]
+    columns = [
+        _column("User", ".spec.username"),
+        _column("Workspace", ".spec.workspace"),
+        _column("Secret", ".status.secret"),
+        _column("Expires", ".status.notAfter"),
+        _ready_column(),
+        _column("Phase", ".status.phase"),
+    ]
+    name_rule = {
+        "rule": f"size(self.metadata.name) <= {kubeconfigspec.MAX_NAME_LENGTH} && "
+        f"self.metadata.name.matches('{kubeconfigspec.NAME_PATTERN}')",
+        "message": f"metadata.name must be a DNS-1123 label of at most "
+        f"{kubeconfigspec.MAX_NAME_LENGTH} characters",
+    }
+    return _crd(
+        KUBECONFIG_KIND,
+        KUBECONFIG_PLURAL,
+        "A user's kubeconfig for a kcp workspace, issued and renewed by kcp-shard-operator.",
+        spec,
+        kubeconfig_status_schema(),
+        columns,
+        name_rule,
+    )
+
+
 def crds() -> list[JSON]:
-    return [shard_crd(), cache_server_crd(), front_proxy_crd(), virtual_workspaces_crd()]
+    return [
+        shard_crd(),
+        cache_server_crd(),
+        front_proxy_crd(),
+        virtual_workspaces_crd(),
+        kubeconfig_crd(),
+    ]

@@ -19,6 +19,7 @@ CACHE_KUBECONFIG_FLAG = "--cache-kubeconfig"
 ROOT_KUBECONFIG_FLAG = "--root-kubeconfig"
 SHARD_PEER_KUBECONFIG_FLAG = "--shard-peer-kubeconfig"
 SHARD_EXTERNAL_URL_FLAG = "--shard-external-url"
+CACHE_CLIENT_CA_FLAG = "--client-ca-file"
 
 
 _SEMVER = re.compile(
@@ -109,13 +110,14 @@ def deprecating_release_from_env(environ: Mapping[str, str]) -> Version:
 
 
 class Role(Enum):
-    """Who runs a flag: a root shard, a non-root shard (both ``kcp start``), the front-proxy
-    or a standalone virtual-workspace server (``virtual-workspaces``)."""
+    """Who runs a flag: a root shard, a non-root shard (both ``kcp start``), the front-proxy,
+    a standalone virtual-workspace server (``virtual-workspaces``) or the cache server."""
 
     ROOT = "root"
     NON_ROOT = "non-root"
     FRONT_PROXY = "front-proxy"
     VIRTUAL_WORKSPACES = "virtual-workspaces"
+    CACHE_SERVER = "cache-server"
 
 
 SHARD_ROLES = frozenset({Role.ROOT, Role.NON_ROOT})
@@ -139,6 +141,8 @@ class FlagGate:
     ``still_read``: deprecated, but kcp still reads it, so it is reported and never
     removed. ``required_since``: from that release on the role cannot do without the flag
     (before it, kcp has a default for it).
+    ``backports``: patch releases of minors before ``since`` that took the flag too
+    (``~0.29.2`` is 0.29.2 and the later 0.29 patches).
     """
 
     flag: str
@@ -149,6 +153,7 @@ class FlagGate:
     same_value: bool = False
     still_read: bool = False
     required_since: Version | Bound | None = None
+    backports: tuple[Version, ...] = ()
     why: str = ""
 
     @property
@@ -221,6 +226,15 @@ FLAG_GATES: tuple[FlagGate, ...] = (
         "from 0.31 on (cmd/virtual-workspaces/options: the virtual workspaces take their "
         "URLs from the Shard objects)",
     ),
+    FlagGate(
+        flag=CACHE_CLIENT_CA_FLAG,
+        roles=frozenset({Role.CACHE_SERVER}),
+        since=Version(0, 31, 0),
+        backports=(Version(0, 29, 2), Version(0, 30, 2)),
+        why="the cache server authenticates client certificates from kcp ~0.29.2 || ~0.30.2 || "
+        ">=0.31.0 (0.31 refuses to start without it); before, it registers no authentication "
+        "flag (0.30.0's options set authentication to nil) and trusts every client",
+    ),
 )
 
 
@@ -259,6 +273,13 @@ def gate_bounds(gate: FlagGate, deprecating_release: Version) -> tuple[Version |
     return _resolve(gate.since, deprecating_release), _resolve(gate.until, deprecating_release)
 
 
+def _backported(gate: FlagGate, version: Version) -> bool:
+    return any(
+        version.minor_release == patch.minor_release and at_least(version, patch)
+        for patch in gate.backports
+    )
+
+
 def flag_applies(flag: str, version: Version, role: Role, deprecating_release: Version) -> bool:
     """Whether ``flag`` belongs on a ``role`` running kcp ``version``."""
     try:
@@ -267,7 +288,7 @@ def flag_applies(flag: str, version: Version, role: Role, deprecating_release: V
         gate_for(flag)  # an unknown flag is a KeyError; one of another role does not apply
         return False
     since, until = gate_bounds(gate, deprecating_release)
-    return (since is None or at_least(version, since)) and (
+    return (since is None or at_least(version, since) or _backported(gate, version)) and (
         until is None or not at_least(version, until)
     )
 

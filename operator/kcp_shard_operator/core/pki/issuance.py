@@ -123,12 +123,20 @@ class Request:
     owner: Owner
     common_name: str
     organization: str | None = None
+    more_groups: tuple[str, ...] = ()
+    """Groups after ``organization`` (a user's kubeconfig names several)."""
     dns_names: tuple[str, ...] = ()
     ip_addresses: tuple[str, ...] = ()
     server: str | None = None
     context: str | None = None
     lifetime_seconds: int = CA_LIFETIME_SECONDS
     renew_before_seconds: int = 0
+
+    @property
+    def organizations(self) -> tuple[str, ...]:
+        """Every group the certificate names (its O attributes), in order."""
+        first = (self.organization,) if self.organization else ()
+        return (*first, *self.more_groups)
 
     @property
     def digest(self) -> str:
@@ -142,6 +150,8 @@ class Request:
             self.server,
             self.context,
         ]
+        if self.more_groups:
+            fields.append(list(self.more_groups))
         return hashlib.sha256(json.dumps(fields).encode()).hexdigest()[:16]
 
 

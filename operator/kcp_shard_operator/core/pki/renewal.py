@@ -82,7 +82,7 @@ def verdict(
         return Verdict(Action.RENEW, "its expiry is not recorded")
     longest = now + datetime.timedelta(seconds=request.lifetime_seconds) + LIFETIME_SLACK
     if request.purpose is not Purpose.CLIENT_CA and not_after > longest:
-        return Verdict(Action.RENEW, "spec.pki.certificateLifetime is now shorter")
+        return Verdict(Action.RENEW, "the lifetime the spec asks for is now shorter")
     if now >= not_after - datetime.timedelta(seconds=request.renew_before_seconds):
         return Verdict(Action.RENEW, f"it expires at {not_after.strftime(TIME_FORMAT)}")
     return Verdict(Action.KEEP, "")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.auth.flags import SHARD_SPEC_FIELDS as AUTH_SPEC_FIELDS
 from kcp_shard_operator.core.auth.flags import shard_auth_args
+from kcp_shard_operator.core.kcp.audit import AUDIT_FLAGS, audit_flags
 from kcp_shard_operator.core.kcp.flags import refuse_overrides, retire
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod
 from kcp_shard_operator.core.kcp.versions import (
@@ -20,7 +21,7 @@ from kcp_shard_operator.core.kcp.versions import (
     retired_flags,
 )
 from kcp_shard_operator.core.pki.spec import url_host
-from kcp_shard_operator.core.shard.names import base_url
+from kcp_shard_operator.core.shard.names import audit_policy_name, base_url
 from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
 
 ROOT_DIRECTORY = "/var/lib/kcp"
@@ -35,6 +36,19 @@ REQUEST_HEADER_FLAGS = (
     "--requestheader-extra-headers-prefix=X-Remote-Extra-",
 )
 """The headers kcp's front-proxy sets on the requests it forwards."""
+
+LEADER_ELECTION_NAMESPACE = "kube-system"
+LEADER_ELECTION_NAME = "kcp-controllers"
+LEADER_ELECTION_FLAGS = (
+    "--enable-leader-election=true",
+    f"--leader-election-namespace={LEADER_ELECTION_NAMESPACE}",
+    f"--leader-election-name={LEADER_ELECTION_NAME}",
+)
+"""A shard of several replicas elects one to run kcp's controllers: the lease
+``kube-system/kcp-controllers`` in each shard's own ``system:admin`` logical cluster. kcp's
+defaults (the same from 0.27 to 0.31), rendered so that a later kcp changing them cannot move
+the lease between the old and new pods of a rolling upgrade. The API is served by every
+replica all the same."""
 
 SPEC_FIELDS = {
     "--shard-base-url": "spec.baseURL",
@@ -63,6 +77,7 @@ SPEC_FIELDS = {
     ),
     "--shard-virtual-workspace-ca-file": "spec.tls.virtualWorkspaceCASecretRef",
     EXTERNAL_HOSTNAME_FLAG: "spec.baseURL (with spec.virtualWorkspaceURL)",
+    "--enable-leader-election": "spec.replicas",
     "--logical-cluster-admin-kubeconfig": "spec.logicalClusterAdminKubeconfigSecretRef",
     "--external-logical-cluster-admin-kubeconfig": (
         "spec.externalLogicalClusterAdminKubeconfigSecretRef"
@@ -70,6 +85,7 @@ SPEC_FIELDS = {
     CACHE_KUBECONFIG_FLAG: "spec.cache.kubeconfigSecretRef",
     ROOT_SHARD_KUBECONFIG_FLAG: "spec.rootShardKubeconfigSecretRef",
     **AUTH_SPEC_FIELDS,
+    **dict.fromkeys(AUDIT_FLAGS, "spec.audit"),
 }
 """The spec field each rendered flag comes from. The others (``--root-directory``,
 ``--secure-port``, ``--shard-name``) are the operator's own: no field sets them."""
@@ -94,6 +110,8 @@ def kcp_flags(
     if spec.external_url:
         args.append(f"--shard-external-url={spec.external_url}")
     args.append(f"--secure-port={PORT}")
+    if spec.replicas > 1:
+        args += LEADER_ELECTION_FLAGS
     if spec.etcd.endpoints:
         args.append(f"--etcd-servers={','.join(spec.etcd.endpoints)}")
         if spec.etcd.prefix:
@@ -174,6 +192,8 @@ def kcp_flags(
     if cache_ref and flag_applies(CACHE_KUBECONFIG_FLAG, version, role, deprecating_release):
         path = pod.kubeconfig("cache-kubeconfig", cache_ref, "/etc/kcp/cache")
         args.append(f"{CACHE_KUBECONFIG_FLAG}={path}")
+    if spec.audit is not None:
+        audit_flags(pod, spec.audit, audit_policy_name(shard))
     unused: list[str] = []
     root_ref = spec.root_shard_kubeconfig_secret_ref
     if flag_applies(ROOT_SHARD_KUBECONFIG_FLAG, version, role, deprecating_release):

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 
 from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.cacheserver.names import client_labels
 from kcp_shard_operator.core.kcp.podtemplate import Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.shard.claim import Storage
 from kcp_shard_operator.core.shard.meta import labels, metadata, selector_labels
@@ -24,6 +25,10 @@ def deployment(
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)
+    pod_labels = labels(shard, root_name, versioned=True)
+    if spec.cache.server_ref is not None:
+        # What the CacheServer's NetworkPolicy admits.
+        pod_labels |= client_labels(spec.cache.server_ref.name)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -33,10 +38,7 @@ def deployment(
             "selector": {"matchLabels": selector_labels(shard)},
             "strategy": strategy(shard, storage),
             "template": {
-                "metadata": {
-                    "labels": labels(shard, root_name, versioned=True),
-                    "annotations": annotations,
-                },
+                "metadata": {"labels": pod_labels, "annotations": annotations},
                 "spec": pod_spec,
             },
         },

@@ -18,6 +18,23 @@ def child_name(shard: Shard) -> str:
     return f"{shard.name}{CHILD_SUFFIX}"
 
 
+def admin_kubeconfig_secret(shard: Shard) -> str:
+    """The issued kubeconfig the operator reaches ``shard`` with (``system:masters``)."""
+    return f"{shard.name}-kcp-admin-kubeconfig"
+
+
+def admin_kubeconfig(shard: Shard) -> str:
+    """The Secret of the kubeconfig the operator reaches ``shard`` with: the one
+    ``spec.adminKubeconfigSecretRef`` names, else the issued one."""
+    ref = shard.spec.admin_kubeconfig_secret_ref
+    return ref.name if ref else admin_kubeconfig_secret(shard)
+
+
+def audit_policy_name(shard: Shard) -> str:
+    """The ConfigMap of the operator's default audit policy for ``shard``."""
+    return f"{child_name(shard)}-audit-policy"
+
+
 def service_url(shard: Shard) -> str:
     return f"https://{child_name(shard)}.{shard.namespace}.svc:{PORT}"
 

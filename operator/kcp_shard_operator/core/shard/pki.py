@@ -38,6 +38,7 @@ from kcp_shard_operator.core.pki.issuance import (
     serving_request,
 )
 from kcp_shard_operator.core.shard.names import (
+    admin_kubeconfig_secret,
     base_url,
     child_name,
     issues_client_certificates,
@@ -83,10 +84,6 @@ def takes_service_account_key(shard: Shard, root: Shard | None, deployment: JSON
 
 def serving_secret(shard: Shard) -> str:
     return f"{shard.name}-kcp-serving"
-
-
-def admin_kubeconfig_secret(shard: Shard) -> str:
-    return f"{shard.name}-kcp-admin-kubeconfig"
 
 
 def logical_cluster_admin_secret(shard: Shard) -> str:

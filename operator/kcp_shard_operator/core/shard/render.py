@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.meta import stamped
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.kcp.audit import POLICY_KEY, default_policy
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.shard.args import kcp_flags
 from kcp_shard_operator.core.shard.claim import Storage, claim, data_volume, storage_of
 from kcp_shard_operator.core.shard.deployment import deployment
+from kcp_shard_operator.core.shard.meta import metadata
+from kcp_shard_operator.core.shard.names import audit_policy_name
 from kcp_shard_operator.core.shard.pdb import pdb
 from kcp_shard_operator.core.shard.service import service
 from kcp_shard_operator.core.shard.spec import Shard
@@ -29,6 +32,8 @@ class Rendered:
     service: JSON
     pdb: JSON | None
     claim: JSON | None = None
+    audit_policy: JSON | None = None
+    """The ConfigMap of the default audit policy (spec.audit without a policy of its own)."""
     storage: Storage = Storage.CLAIM
     dropped_args: list[str] = field(default_factory=list)
     unused_refs: list[str] = field(default_factory=list)
@@ -36,7 +41,7 @@ class Rendered:
     @property
     def objects(self) -> list[JSON]:
         """In the order they are applied: the claim before the pods that mount it."""
-        optional = [self.claim] if self.claim else []
+        optional = [obj for obj in (self.claim, self.audit_policy) if obj is not None]
         return [self.service, *optional, self.deployment] + ([self.pdb] if self.pdb else [])
 
 
@@ -73,7 +78,23 @@ def render_shard(
         service=stamped(service(shard, root_name)),
         pdb=stamped(budget) if budget else None,
         claim=stamped(claim(shard, root_name)) if storage is Storage.CLAIM else None,
+        audit_policy=_audit_policy(shard, root_name),
         storage=storage,
         dropped_args=dropped,
         unused_refs=unused,
+    )
+
+
+def _audit_policy(shard: Shard, root_name: str | None) -> JSON | None:
+    """The operator's default audit policy, where ``spec.audit`` names none of its own."""
+    audit = shard.spec.audit
+    if audit is None or audit.policy_config_map_ref is not None:
+        return None
+    return stamped(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": metadata(shard, root_name, name=audit_policy_name(shard)),
+            "data": {POLICY_KEY: default_policy()},
+        }
     )

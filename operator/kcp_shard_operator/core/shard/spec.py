@@ -15,6 +15,7 @@ from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.auth.spec import ShardAuthSpec, check_oidc, shard_auth_secrets
+from kcp_shard_operator.core.kcp.audit import AuditSpec, check_audit
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
     check_extra_args,
@@ -233,6 +234,12 @@ class ShardSpec(ServerSpec):
         "Who else may reach the shard directly: OIDC, a token file, an authorization webhook.",
         default=None,
     )
+    audit: AuditSpec | None = field(
+        "audit",
+        "Audit: what kcp records (a policy) and where the log goes (stdout or a rotated "
+        "file). Unset: no audit log.",
+        default=None,
+    )
     extra_args: list[str] = extra_args_field("kcp start")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
@@ -390,6 +397,7 @@ def _check_free_form(spec: ShardSpec) -> None:
     check_extra_args(spec.extra_args)
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
     check_storage(spec.storage)
+    check_audit(spec.audit)
 
 
 def check_name(name: str) -> None:

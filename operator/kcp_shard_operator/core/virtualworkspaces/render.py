@@ -38,6 +38,7 @@ from kcp_shard_operator.core.api.meta import (
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.api.refs import LocalObjectRef, SecretKeyRef
+from kcp_shard_operator.core.cacheserver.names import client_labels
 from kcp_shard_operator.core.kcp.flags import refuse_overrides, retire
 from kcp_shard_operator.core.kcp.podtemplate import PORT, Pod, kcp_pod_spec, revisions_digest
 from kcp_shard_operator.core.kcp.versions import (
@@ -194,13 +195,21 @@ def server_flags(server: VirtualWorkspaceServer, shard: Shard, deprecating_relea
 
 
 def deployment(
-    server: VirtualWorkspaceServer, pod: Pod, revisions: Mapping[str, str] | None
+    server: VirtualWorkspaceServer,
+    pod: Pod,
+    revisions: Mapping[str, str] | None,
+    cache_server: str | None = None,
 ) -> JSON:
+    """The Deployment; its pods carry the client label of ``cache_server`` (the CacheServer
+    its shard names), which that CacheServer's NetworkPolicy admits."""
     spec = server.spec
     pod_spec = kcp_pod_spec(CONTAINER, ["/virtual-workspaces"], pod, spec)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)
+    pod_labels = labels(server, versioned=True)
+    if cache_server is not None:
+        pod_labels |= client_labels(cache_server)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
@@ -213,7 +222,7 @@ def deployment(
                 "rollingUpdate": {"maxUnavailable": 0, "maxSurge": 1},
             },
             "template": {
-                "metadata": {"labels": labels(server, versioned=True), "annotations": annotations},
+                "metadata": {"labels": pod_labels, "annotations": annotations},
                 "spec": pod_spec,
             },
         },
@@ -256,8 +265,11 @@ def render_virtual_workspaces(
     """
     budget = pdb(server)
     flags = server_flags(server, shard, deprecating_release)
+    cache = shard.spec.cache.server_ref
     return RenderedVirtualWorkspaces(
         service=stamped(service(server)),
-        deployment=stamped(deployment(server, flags, secret_revisions)),
+        deployment=stamped(
+            deployment(server, flags, secret_revisions, cache.name if cache else None)
+        ),
         pdb=stamped(budget) if budget else None,
     )
