@@ -159,15 +159,18 @@ class Context:
     route: Callable[[bytes, str], Route] = probe_front_proxy
     """Read through a front-proxy (its admin kubeconfig, its Service URL)."""
     routes: dict[str, Routed] = field(default_factory=dict)
+    """Per FrontProxy: what it gave last, when to ask through it again."""
     workspaces: Callable[[bytes, Target], WorkspaceCalls | Problem] = workspaces
     """Ask inside kcp for a Kubeconfig (its target's admin kubeconfig, the target)."""
-    """Per FrontProxy: what it gave last, when to ask through it again."""
     rolled_out: dict[str, str] = field(default_factory=dict)
     """Per Shard (by uid): the Deployment revision whose finished rollout an Event announced.
     In memory only: after a restart, a rollout may be announced once more."""
     terminating: dict[str, str] = field(default_factory=dict)
     """Shards (by uid) whose namespace is being deleted, with the namespace: nothing more is
     written for them, nor posted about them, until they are deleted too."""
+    conflicts: dict[tuple[str, str], int] = field(default_factory=dict)
+    """Per owner (by uid) and kind of child: passes in a row whose write of that child kept
+    conflicting with another writer's."""
     clock: Callable[[], float] = time.monotonic
     signers: dict[str, tuple[str | None, CA]] = field(default_factory=dict)
     """The last CA read to sign, per namespace/CA Secret, with the Secret's version (name,
@@ -215,3 +218,5 @@ class Context:
             kept.pop(key, None)
         for by_uid in (self.rolled_out, self.terminating):
             by_uid.pop(uid, None)
+        for conflicted in [key for key in self.conflicts if key[0] == uid]:
+            del self.conflicts[conflicted]

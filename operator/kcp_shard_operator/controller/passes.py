@@ -7,14 +7,22 @@ import datetime
 from collections.abc import Callable
 
 from kcp_shard_operator.controller.context import Context, Logger
-from kcp_shard_operator.controller.writes import UNCHANGED, write_child
+from kcp_shard_operator.controller.writes import CONFLICT, UNCHANGED, write_child
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.rollout.drift import cause_of
 from kcp_shard_operator.core.status.conditions import DEGRADED, condition
 from kcp_shard_operator.core.status.events import change_event
-from kcp_shard_operator.kube.client import APIError, error_message, namespace_terminating
+from kcp_shard_operator.kube.client import (
+    APIError,
+    RefusedError,
+    error_message,
+    namespace_terminating,
+)
 
 API_ERROR = "APIError"
+CONFLICTED_PASSES_REPORTED = 3
+"""Passes in a row whose write of a child conflicts before it is reported: until then the
+other writer's change is a watch event that brings the next pass, which writes it again."""
 
 
 def now() -> str:
@@ -82,9 +90,13 @@ def write_children(
         except APIError as err:
             if namespace_terminating(err):
                 return None
+            if _racing(ctx, obj, kind, err):
+                logger.info("%s changed under this write: the next pass writes it", child_ref)
+                continue
             failures.append(f"{child_ref}: {error_message(err)}")
             logger.warning("could not write %s: %s", child_ref, error_message(err))
             continue
+        ctx.conflicts.pop((str(obj["metadata"].get("uid", "")), kind), None)
         observed[kind] = written
         if how == UNCHANGED:
             continue
@@ -94,6 +106,16 @@ def write_children(
         if event is not None:
             ctx.announce(obj, event)
     return failures
+
+
+def _racing(ctx: Context, obj: JSON, kind: str, err: Exception) -> bool:
+    """Whether ``err`` is a conflict with another writer not yet worth reporting: fewer than
+    ``CONFLICTED_PASSES_REPORTED`` passes in a row have had one for this child."""
+    if not isinstance(err, RefusedError) or err.status != CONFLICT:
+        return False
+    key = (str(obj["metadata"].get("uid", "")), kind)
+    ctx.conflicts[key] = ctx.conflicts.get(key, 0) + 1
+    return ctx.conflicts[key] < CONFLICTED_PASSES_REPORTED
 
 
 def delete_pdb(ctx: Context, live: JSON) -> list[str]:

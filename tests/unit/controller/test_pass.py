@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.controller.passes import CONFLICTED_PASSES_REPORTED
+from kcp_shard_operator.controller.writes import REPLACE_ATTEMPTS
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.rollout.drift import contains
 from kcp_shard_operator.core.shard.pki import with_issued
@@ -21,6 +23,7 @@ from tests.fake_kube import (
     SECRETS,
     Effects,
     FakeKube,
+    conflict,
     context,
     refused,
     respec,
@@ -192,6 +195,33 @@ def test_a_refused_write_is_degraded_apply_failed_and_the_other_children_still_w
     run(ctx, "root")
     assert kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["replicas"] == 3
     assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+
+
+def test_a_write_racing_another_writer_is_reported_only_when_it_keeps_racing() -> None:
+    """A conflict that outlasts the pass's reads again is another writer's change (the
+    Deployment controller's, say), which brings a pass of its own: it is no failure until
+    the writes of that child have conflicted in CONFLICTED_PASSES_REPORTED passes in a row."""
+    kube = FakeKube(shard_object())
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    respec(ctx, kube, "root", **HA)
+    attempts = REPLACE_ATTEMPTS
+    for _ in range(CONFLICTED_PASSES_REPORTED - 1):
+        kube.fail("apply", "Deployment", refused(), refused())
+        kube.fail("replace", "Deployment", *(conflict() for _ in range(attempts)))
+        run(ctx, "root")
+        assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+        assert "ApplyFailed" not in [event.reason for _, event in effects.events]
+    kube.fail("apply", "Deployment", refused(), refused())
+    kube.fail("replace", "Deployment", *(conflict() for _ in range(attempts)))
+    run(ctx, "root")
+    assert condition(kube, "root", "Degraded") == ("True", "ApplyFailed")
+
+    run(ctx, "root")
+    assert kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["replicas"] == 3
+    assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
+    assert ctx.conflicts == {}, "forgotten once the write went through"
 
 
 def test_a_service_that_cannot_be_made_again_keeps_the_shard_from_ready() -> None:
