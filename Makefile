@@ -46,8 +46,8 @@ lock: $(LOCK_VENV)/bin/pip-compile ## pin the Python dependencies from pyproject
 
 .PHONY: lint
 lint: install ## ruff check, ruff format --check, mypy --strict, lint-imports (the layers)
-	$(BIN)/ruff check operator testkit tests bench
-	$(BIN)/ruff format --check operator testkit tests bench
+	$(BIN)/ruff check operator testkit tests bench hack
+	$(BIN)/ruff format --check operator testkit tests bench hack
 	$(BIN)/mypy --strict
 	$(BIN)/lint-imports
 
@@ -129,8 +129,9 @@ run: install ## run the operator locally against $$KUBECONFIG
 	$(BIN)/kcp-shard-operator run --all-namespaces
 
 .PHONY: generate
-generate: install ## regenerate the CRD, its chart copy, install.yaml, the API reference and the render golden files
+generate: install ## regenerate the CRD, its chart copy and values schema, install.yaml, the API reference and the render golden files
 	$(BIN)/kcp-shard-operator crd > manifests/crds/kcpshard.dev.yaml
+	$(BIN)/python hack/chart-schema.py manifests/crds/kcpshard.dev.yaml charts/kcp-shard-operator/values.schema.json
 	$(BIN)/kcp-shard-operator api-reference > docs/reference/api.md
 	$(MAKE) --no-print-directory manifests
 	UPDATE_GOLDEN=1 $(BIN)/pytest -q tests/unit/installation/test_golden_render.py

@@ -210,7 +210,7 @@ def test_schema_of_shard_items_follows_the_crd() -> None:
     for field in SHARD_METADATA_FIELDS:
         item["properties"].pop(field)
     item["required"] = ["version"]
-    assert item == _structure(spec), "update values.schema.json shards.items from the CRD"
+    assert item == _structure(spec), "run `make generate` (hack/chart-schema.py)"
 
 
 FREE_FORM_VALUES = ("resources",)
