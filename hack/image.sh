@@ -7,6 +7,7 @@
 #   hack/image.sh kcp-patch       the image of the patch release of make e2e-patch-upgrade
 #   hack/image.sh kcp-next        the image of the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/image.sh kube-router     kube-router's NetworkPolicy firewall for the kind tests
+#   hack/image.sh backup          the backup sidecar: etcdctl, etcdutl (ETCD_VERSION), busybox
 #   hack/image.sh names           print the image names, one a line
 #   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
 #
@@ -138,6 +139,29 @@ cmd_kcp_next() {
   kcp_image "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}" "${KCP_NEXT_BINARY}"
 }
 
+# The backup sidecar of Shards with spec.backup (the default spec.backup.image): FROM scratch,
+# etcdctl and etcdutl of the pinned etcd from their Go modules, and Debian's static busybox
+# (its sh, df, stat, sha256sum, rm) from the kind node's storage helper image.
+cmd_backup() {
+  local context c tag="${BACKUP_IMAGE:-kcp-shard-operator-backup:${ETCD_VERSION}}"
+  local helper="${PREFIX}/local-path-helper:busybox-${DEBIAN_SUITE}"
+  "${HACK_DIR}/tools.sh" build etcd-tools >&2
+  load_tools
+  image_exists "${helper}" || die "${helper} is missing: hack/kind.sh builds it with the node image"
+  context="$(mktemp -d)"
+  mkdir -p "${context}/tmp"
+  chmod 1777 "${context}/tmp"
+  cp "${ETCDCTL_BINARY}" "${ETCDUTL_BINARY}" "${context}/"
+  c="$(docker create "${helper}" /bin/busybox true)"
+  docker cp -L "${c}:/bin/busybox" "${context}/busybox" >/dev/null
+  docker rm -v "${c}" >/dev/null
+  printf '%s\n' 'FROM scratch' 'COPY tmp /tmp' 'COPY etcdctl /etcdctl' 'COPY etcdutl /etcdutl' \
+    'COPY busybox /busybox' 'USER 65532:65532' 'ENTRYPOINT ["/busybox"]' >"${context}/Dockerfile"
+  docker build -q -t "${tag}" "${context}" >/dev/null
+  rm -rf "${context}"
+  log "built ${tag}"
+}
+
 # kube-router's network-policy controller for the kind tests (tests/kind/networkpolicies.py): the
 # binary from its Go module on Debian's iptables and ipset.
 cmd_kube_router() {
@@ -163,6 +187,7 @@ cmd_names() {
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_UPGRADE_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}"
+  echo "${BACKUP_IMAGE:-kcp-shard-operator-backup:${ETCD_VERSION}}"
 }
 
 cmd_load() {
@@ -180,7 +205,8 @@ case "${1:-}" in
   kcp-patch) "${HACK_DIR}/kind.sh" check && cmd_kcp_patch ;;
   kcp-next) "${HACK_DIR}/kind.sh" check && cmd_kcp_next ;;
   kube-router) "${HACK_DIR}/kind.sh" check && cmd_kube_router ;;
+  backup) "${HACK_DIR}/kind.sh" check && cmd_backup ;;
   names) cmd_names ;;
   load) cmd_load "$2" ;;
-  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | kube-router | names | load CLUSTER" >&2; exit 2 ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | kube-router | backup | names | load CLUSTER" >&2; exit 2 ;;
 esac

@@ -9,6 +9,7 @@
 #   hack/tools.sh build kcp-patch                         the patch release of make e2e-patch-upgrade
 #   hack/tools.sh build kcp-next                          the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/tools.sh build kube-router                       the NetworkPolicy firewall of the kind tests
+#   hack/tools.sh build etcd-tools                        etcdctl and etcdutl (the backup image)
 #   hack/tools.sh env                                     print export lines
 #
 # Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
@@ -26,6 +27,7 @@ export GOTOOLCHAIN=local
 
 K8S_DIR="${TOOLS_DIR}/kubernetes-${KUBERNETES_VERSION}"
 ETCD_DIR="${TOOLS_DIR}/etcd-${ETCD_VERSION}"
+ETCD_TOOLS_DIR="${TOOLS_DIR}/etcd-tools-${ETCD_VERSION}"
 KWOK_DIR="${TOOLS_DIR}/kwok-${KWOK_VERSION}"
 HELM_DIR="${TOOLS_DIR}/helm-${HELM_VERSION}"
 KCP_DIR="${TOOLS_DIR}/kcp-${KCP_VERSION}"
@@ -118,6 +120,18 @@ build_etcd() {
   (cd "${work}" && go build -trimpath -ldflags "-s -w" -o "${ETCD_DIR}/etcd" go.etcd.io/etcd/server/v3)
 }
 
+# etcdctl (snapshot save from a running etcd) and etcdutl (snapshot status and restore) of the
+# etcd release the project pins, each from its own Go module.
+build_etcd_tools() {
+  local work="${SRC_DIR}/etcd-tools-${ETCD_VERSION}"
+  mkdir -p "${work}" "${ETCD_TOOLS_DIR}"
+  printf 'module kcp-shard-operator/tools/etcd-tools\n\ngo 1.24\n\nrequire (\n\tgo.etcd.io/etcd/etcdctl/v3 %s\n\tgo.etcd.io/etcd/etcdutl/v3 %s\n)\n' \
+    "${ETCD_VERSION}" "${ETCD_VERSION}" >"${work}/go.mod"
+  (cd "${work}" &&
+    go build -trimpath -ldflags "-s -w" -o "${ETCD_TOOLS_DIR}/etcdctl" go.etcd.io/etcd/etcdctl/v3 &&
+    go build -trimpath -ldflags "-s -w" -o "${ETCD_TOOLS_DIR}/etcdutl" go.etcd.io/etcd/etcdutl/v3)
+}
+
 build_kwok() {
   mkdir -p "${KWOK_DIR}"
   GOFLAGS= GOBIN="${KWOK_DIR}" go install -trimpath \
@@ -201,6 +215,7 @@ cmd_build() {
     case "${tool}" in
       kubernetes) ensure "kubernetes ${KUBERNETES_VERSION}" "${K8S_DIR}/kubectl" build_kubernetes ;;
       etcd) ensure "etcd ${ETCD_VERSION}" "${ETCD_DIR}/etcd" build_etcd ;;
+      etcd-tools) ensure "etcdctl and etcdutl ${ETCD_VERSION}" "${ETCD_TOOLS_DIR}/etcdutl" build_etcd_tools ;;
       kwok) ensure "kwok ${KWOK_VERSION}" "${KWOK_DIR}/kwokctl" build_kwok ;;
       helm) ensure "helm ${HELM_VERSION}" "${HELM_DIR}/helm" build_helm ;;
       kcp)
@@ -255,6 +270,7 @@ cmd_env() {
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
   echo "export LOCAL_PATH_PROVISIONER_BINARY=${LOCAL_PATH_DIR}/local-path-provisioner"
   echo "export KUBE_ROUTER_BINARY=${KUBE_ROUTER_DIR}/kube-router"
+  echo "export ETCDCTL_BINARY=${ETCD_TOOLS_DIR}/etcdctl ETCDUTL_BINARY=${ETCD_TOOLS_DIR}/etcdutl"
 }
 
 case "${1:-build}" in

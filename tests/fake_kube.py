@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import copy
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +18,7 @@ from kcp_shard_operator.core.shard.health import Failure, Probe, ProbeTarget, Re
 from kcp_shard_operator.core.status.deployments import DEPLOYMENT_REVISION
 from kcp_shard_operator.core.status.events import Event
 from kcp_shard_operator.identitycache.policy import Outcome, Result
-from kcp_shard_operator.kube.client import RefusedError
+from kcp_shard_operator.kube.client import Ran, RefusedError
 
 from .conftest import RELEASE
 
@@ -61,10 +61,11 @@ class FakeKube:
     an apply keeps the status and what the server set in metadata; a replace whose
     resourceVersion is not the stored one answers 409, one of a missing object 404.
     ``fail`` queues errors for the next calls of an operation on a kind; ``calls`` lists
-    (operation, kind, name) of every call.
+    (operation, kind, name) of every call; ``containers`` answers commands run in pods.
     """
 
     def __init__(self, *objects: JSON) -> None:
+        self.containers: Callable[[str, str, str, list[str]], Ran] | None = None
         self.objects: dict[Key, JSON] = {}
         self.calls: list[tuple[str, str, str]] = []
         self._errors: dict[tuple[str, str], list[Exception]] = {}
@@ -182,6 +183,13 @@ class FakeKube:
         if secret is None:
             return None
         return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+
+    def run_in_container(
+        self, namespace: str, pod: str, container: str, command: Sequence[str]
+    ) -> Ran:
+        self._call("exec", "Pod", pod)
+        assert self.containers is not None, "a test that runs commands in pods answers them"
+        return self.containers(namespace, pod, container, [*command])
 
     def roll_out(self, namespace: str, name: str) -> JSON:
         """What the Deployment controller writes once every replica of ``name`` is available:

@@ -132,6 +132,11 @@ or one Role per watched namespace.
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list", "watch"]
+# Backups (spec.backup): etcdctl and etcdutl run in the backup sidecar of a shard's pod. A
+# websocket exec is authorized as create (Kubernetes 1.30 and later) or get (before).
+- apiGroups: [""]
+  resources: ["pods/exec"]
+  verbs: ["create", "get"]
 # Secrets: read what the Shards mount; create and update (PUT) the certificates and
 # kubeconfigs the operator issues (spec.pki). Never patch or delete: a user's Secret is
 # never written, and issued ones go with their Shard (owner reference).

@@ -14,6 +14,7 @@ from typing import Any
 
 from kcp_shard_operator.cli import (
     apireference,
+    backup,
     cleanup,
     crd,
     kubeconfig,
@@ -81,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(
         dest="command", required=True, metavar="COMMAND", parser_class=_Parser
     )
-    for module in (run, render, plan, crd, apireference, migrate, cleanup, kubeconfig):
+    modules = (run, render, plan, crd, apireference, migrate, cleanup, kubeconfig, backup)
+    for module in modules:
         module.register(commands)
     return parser
 

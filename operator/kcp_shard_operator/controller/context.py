@@ -8,7 +8,7 @@ import datetime
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol, cast
@@ -20,6 +20,7 @@ from kcp_shard_operator.controller.schedule import Runner
 from kcp_shard_operator.controller.store import Store
 from kcp_shard_operator.controller.watched import Relists
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.record import Outcome as BackupOutcome
 from kcp_shard_operator.core.frontproxy.status import Route
 from kcp_shard_operator.core.kcp.versions import Version
 from kcp_shard_operator.core.kubeconfig.access import Problem, Target
@@ -30,6 +31,7 @@ from kcp_shard_operator.health.probe import probe_front_proxy, probe_shard
 from kcp_shard_operator.identitycache.client import clean_shard
 from kcp_shard_operator.identitycache.policy import Outcome
 from kcp_shard_operator.issuer.x509 import CA
+from kcp_shard_operator.kube.client import Ran
 from kcp_shard_operator.useraccess.workspace import WorkspaceCalls, workspaces
 
 PEERING_LIFETIME_SECONDS = 15
@@ -61,6 +63,10 @@ class KubeAPI(Protocol):
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None: ...
 
     def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None: ...
+
+    def run_in_container(
+        self, namespace: str, pod: str, container: str, command: Sequence[str]
+    ) -> Ran: ...
 
 
 def post_event(obj: JSON, event: Event) -> None:
@@ -183,6 +189,8 @@ class Context:
     storage_classes: tuple[float, dict[str, JSON]] | None = None
     """The last listing of the cluster's StorageClasses, with the monotonic time it was read."""
     metrics: Metrics = field(default_factory=Metrics)
+    backup_outcomes: dict[str, BackupOutcome] = field(default_factory=dict)
+    """Per Shard (``backup/<namespace>/<name>``): a finished backup, until a pass records it."""
     epoch_clock: Callable[[], float] = time.time
     """Seconds since the epoch, to measure rollouts against the times a status records."""
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 from kcp_shard_operator.controller.context import KubeAPI
 from kcp_shard_operator.controller.metrics import Metrics
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.kube.client import APIError
+from kcp_shard_operator.kube.client import APIError, Ran
 
 T = TypeVar("T")
 
@@ -72,3 +72,10 @@ class MeteredKube:
 
     def secret_data(self, namespace: str, name: str) -> dict[str, bytes] | None:
         return self._read("Secret", lambda: self._kube.secret_data(namespace, name))
+
+    def run_in_container(
+        self, namespace: str, pod: str, container: str, command: Sequence[str]
+    ) -> Ran:
+        return self._write(
+            "Pod", "exec", lambda: self._kube.run_in_container(namespace, pod, container, command)
+        )

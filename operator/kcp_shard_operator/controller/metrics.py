@@ -15,10 +15,13 @@ from prometheus_client.registry import Collector
 
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.store import Store
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.record import parse_time
 from kcp_shard_operator.core.installation.census import census
 
 PREFIX = "kcp_shard_operator"
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+BACKUP_BUCKETS = (0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 ROLLOUT_BUCKETS = (5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0)
 
 
@@ -87,6 +90,19 @@ class Metrics:
             ["outcome"],
             registry=registry,
         )
+        self.backups = Counter(
+            f"{PREFIX}_backups",
+            "Backups attempted, by trigger (OnDemand, Scheduled) and outcome (Succeeded, or "
+            "the reason of the failure: VolumeFull, VerificationFailed, SnapshotFailed).",
+            ["trigger", "outcome"],
+            registry=registry,
+        )
+        self.backup_seconds = Histogram(
+            f"{PREFIX}_backup_duration_seconds",
+            "Seconds an etcd snapshot of a shard took to stream to its backup claim.",
+            buckets=BACKUP_BUCKETS,
+            registry=registry,
+        )
         self.relists = Counter(
             f"{PREFIX}_watch_relists",
             "Watches that listed their objects again after their first listing (a restarted "
@@ -139,6 +155,37 @@ class StoreCollector(Collector):
         for entry in counted.expiries:
             expiry.add_metric([entry.namespace, entry.shard, entry.secret], entry.not_after)
         yield expiry
+        yield from _backup_gauges(self.store.every(SHARD_KIND))
+
+
+def _backup_gauges(shards: Iterable[JSON]) -> Iterator[Metric]:
+    """The last verified backup of each Shard (status.backup, status.backups)."""
+    last = GaugeMetricFamily(
+        f"{PREFIX}_backup_last_success_timestamp_seconds",
+        "When the last verified backup of a Shard finished.",
+        labels=["namespace", "shard"],
+    )
+    size = GaugeMetricFamily(
+        f"{PREFIX}_backup_last_size_bytes",
+        "Size of the newest verified backup of a Shard.",
+        labels=["namespace", "shard"],
+    )
+    kept = GaugeMetricFamily(
+        f"{PREFIX}_backups_kept",
+        "Verified backups of a Shard its status lists (after retention).",
+        labels=["namespace", "shard"],
+    )
+    for shard in shards:
+        meta, status = shard.get("metadata") or {}, shard.get("status") or {}
+        labels = [str(meta.get("namespace", "")), str(meta.get("name", ""))]
+        success = (status.get("backup") or {}).get("lastSuccessTime")
+        backups = status.get("backups") or []
+        if success:
+            last.add_metric(labels, parse_time(str(success)).timestamp())
+        if backups:
+            size.add_metric(labels, float(backups[0].get("size") or 0))
+            kept.add_metric(labels, len(backups))
+    yield from (last, size, kept)
 
 
 def _by_label(

@@ -5,6 +5,13 @@ from __future__ import annotations
 from dataclasses import replace
 
 from kcp_shard_operator.constants import SHARD_KIND
+from kcp_shard_operator.controller.backup import (
+    backup_conditions,
+    start_due,
+    target_claim,
+    with_outcome,
+    written,
+)
 from kcp_shard_operator.controller.certificates import issue
 from kcp_shard_operator.controller.cleanup import clean_identity_cache
 from kcp_shard_operator.controller.context import Context, Logger
@@ -156,6 +163,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
             for api, kind, _ in CHILD_KINDS
         }
         secrets = read_secrets(ctx, namespace, shard.spec.secret_names)
+        backup_claim = target_claim(ctx, shard)
     except APIError as err:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
@@ -169,7 +177,17 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
-    decision = plan(shard, root, observed, release, secrets.revisions, classes, secrets.keys, cache)
+    decision = plan(
+        shard,
+        root,
+        observed,
+        release,
+        secrets.revisions,
+        classes,
+        secrets.keys,
+        cache,
+        backup_claim_found=backup_claim is not None,
+    )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
         _leave(ctx, uid, namespace, logger)
@@ -178,7 +196,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     if decision.delete_pdb and pdb is not None:
         failures += delete_pdb(ctx, pdb)
     deployment = observed.get("Deployment")
-    shard_pods = [] if deployment is None or rollout_complete(deployment) else pods(ctx, shard)
+    rolled_out = deployment is not None and rollout_complete(deployment)
+    shard_pods = pods(ctx, shard) if shard.spec.backup is not None or not rolled_out else []
     serving = (
         ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
     )
@@ -193,7 +212,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         apply_errors=failures,
         missing_secrets=decision.missing_secrets,
         missing_keys=decision.missing_keys,
-        pods=shard_pods,
+        pods=[] if rolled_out else shard_pods,
         storage=decision.storage,
         claim=observed.get("PersistentVolumeClaim"),
         storage_problems=decision.storage_problems,
@@ -203,10 +222,15 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         missing_children=[
             f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
         ],
+        extra_conditions=backup_conditions(ctx, shard, backup_claim),
     )
     status = shard_status(shard, seen, now())
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger, again)
     if cleaned is not None:
-        status = shard_status(shard, replace(seen, extra_conditions=[cleaned]), now())
+        extra = [*seen.extra_conditions, cleaned]
+        status = shard_status(shard, replace(seen, extra_conditions=extra), now())
+    status, recorded = with_outcome(ctx, shard, status)
     write_status(ctx, obj, status, deployment_revision(deployment))
+    written(ctx, shard, recorded)
+    start_due(ctx, shard, obj, status, backup_claim, shard_pods, logger, again)
     return degraded_reason(status)

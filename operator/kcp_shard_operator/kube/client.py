@@ -10,15 +10,18 @@ from __future__ import annotations
 import base64
 import functools
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any, cast
 from urllib.parse import quote, urlencode, urlsplit
 
 import urllib3
-from kubernetes.client import ApiClient
+from kubernetes import stream
+from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 from urllib3 import HTTPHeaderDict
+from websocket import WebSocketException
 
 from kcp_shard_operator.constants import (
     CACHE_SERVER_KIND,
@@ -269,6 +272,19 @@ class HTTP:
         self.credentials.close()
 
 
+@dataclass(frozen=True)
+class Ran:
+    """What a command run in a container ended with."""
+
+    code: int
+    stdout: str
+    stderr: str
+
+
+EXEC_TIMEOUT = 900.0
+"""Seconds a command run in a container may take (a snapshot of a large etcd)."""
+
+
 class Kube:
     """The calls the operator makes, returning plain dicts."""
 
@@ -356,6 +372,14 @@ class Kube:
     def delete(self, api_version: str, kind: str, namespace: str, name: str) -> None:
         self._call("DELETE", path_of(api_version, kind, namespace, name))
 
+    def annotate(
+        self, api_version: str, kind: str, namespace: str, name: str, annotations: JSON
+    ) -> JSON:
+        """Merge ``annotations`` into the object's; the object as written."""
+        path = path_of(api_version, kind, namespace, name)
+        body = {"metadata": {"annotations": annotations}}
+        return self._written("PATCH", path, body, "application/merge-patch+json")
+
     def patch_status(
         self, api_version: str, kind: str, namespace: str, name: str, status: JSON
     ) -> JSON:
@@ -375,6 +399,48 @@ class Kube:
         if written is None:
             raise RefusedError(404, "Not Found", f"{path} does not exist")
         return written
+
+    def run_in_container(
+        self,
+        namespace: str,
+        pod: str,
+        container: str,
+        command: Sequence[str],
+        timeout: float = EXEC_TIMEOUT,
+    ) -> Ran:
+        """Run ``command`` in a container of a running pod (``pods/exec``, over a websocket);
+        raises :class:`UnreachableError` when no answer came. The library swaps its client's
+        transport for the call, so each call has a client of its own."""
+        client = ApiClient(self._http.credentials.configuration)
+        client.user_agent = user_agent()
+        try:
+            answer = stream.stream(
+                CoreV1Api(client).connect_get_namespaced_pod_exec,
+                pod,
+                namespace,
+                container=container,
+                command=[*command],
+                stdin=False,
+                stdout=True,
+                stderr=True,
+                tty=False,
+                _preload_content=False,
+            )
+            answer.run_forever(timeout=timeout)
+            code = answer.returncode
+            out, err = answer.read_stdout() or "", answer.read_stderr() or ""
+            answer.close()
+        except ApiException as err_:
+            raise RefusedError(
+                err_.status or 0, str(err_.reason or ""), str(err_.body or "")
+            ) from None
+        except (OSError, WebSocketException) as err_:
+            raise UnreachableError(self._http.server, str(err_)) from None
+        finally:
+            client.close()
+        if code is None:
+            return Ran(-1, out, err + f"\nno exit status within {timeout:.0f} s")
+        return Ran(int(code), out, err)
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
         return (self.secret_data(namespace, name) or {}).get(key)

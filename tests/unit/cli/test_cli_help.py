@@ -64,6 +64,7 @@ READS_AND_WRITES = {
         "creates and updates the Secrets it issues (spec.pki); no other Secret",
         "patches the status of Shards, CacheServers and FrontProxies; creates Events",
         "deletes the stale apiexport-identity-cache ConfigMap of upgraded non-root shards",
+        "in the backup sidecar of Shards with spec.backup (pods/exec): etcd snapshots",
         "serves /healthz on --liveness-port and /metrics on --metrics-port; logs on stderr",
     ],
     "render": [
@@ -98,6 +99,16 @@ READS_AND_WRITES = {
     "kubeconfig": [
         "gets the Shard (or FrontProxy) NAME and the Secret holding the kubeconfig",
         "writes: the kubeconfig on stdout, or in the -o FILE; nothing in the cluster",
+    ],
+    "backup": [
+        "reads: the cluster",
+        "the Shard NAME and its status",
+        "writes: the annotation kcpshard.dev/backup of the Shard",
+        "1 it failed (the condition BackedUp's reason and message), or no answer in --timeout",
+    ],
+    "backups": [
+        "the Shard NAME, or every Shard of the namespace",
+        "writes: the table on stdout; nothing in the cluster",
     ],
 }
 

@@ -8,7 +8,8 @@ from kcp_shard_operator.core.api.meta import SECRETS_ANNOTATION, VERSION_ANNOTAT
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.cacheserver.names import client_labels
 from kcp_shard_operator.core.kcp.podtemplate import Pod, kcp_pod_spec, revisions_digest
-from kcp_shard_operator.core.shard.claim import Storage
+from kcp_shard_operator.core.shard.backup import with_backup_sidecar
+from kcp_shard_operator.core.shard.claim import DATA_VOLUME, Storage
 from kcp_shard_operator.core.shard.meta import labels, metadata, selector_labels
 from kcp_shard_operator.core.shard.spec import Shard
 
@@ -19,9 +20,12 @@ def deployment(
     pod: Pod,
     revisions: Mapping[str, str] | None,
     storage: Storage,
+    backup_claim_found: bool = True,
 ) -> JSON:
     spec = shard.spec
     pod_spec = kcp_pod_spec("kcp", ["/kcp", "start"], pod, spec)
+    if backup_claim_found:
+        with_backup_sidecar(pod_spec, shard, DATA_VOLUME)
     annotations = {VERSION_ANNOTATION: spec.version}
     if revisions is not None:
         annotations[SECRETS_ANNOTATION] = revisions_digest(pod_spec, revisions)

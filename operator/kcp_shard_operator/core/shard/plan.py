@@ -139,11 +139,13 @@ def plan(
     storage_classes: dict[str, JSON] | None = None,
     secret_keys: Mapping[str, Collection[str]] | None = None,
     cache: CacheServer | None = None,
+    backup_claim_found: bool = True,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
     ``storage_classes`` are the cluster's StorageClasses by name (None: not known);
     ``secret_keys`` the names of the keys of the Secrets that exist; ``cache`` the
-    CacheServer of ``spec.cache.serverRef`` (None: not found)."""
+    CacheServer of ``spec.cache.serverRef`` (None: not found); ``backup_claim_found`` whether
+    the claim of ``spec.backup`` exists (the pod gets the backup sidecar only then)."""
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
     if not shard.spec.is_root and root is None:
@@ -157,7 +159,12 @@ def plan(
         )
     try:
         rendered = render_shard(
-            shard, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
+            shard,
+            root,
+            deprecating_release,
+            secret_revisions,
+            on_empty_dir=on_empty_dir,
+            backup_claim_found=backup_claim_found,
         )
     except SpecError as err:
         return Plan(error=str(err))
@@ -180,7 +187,12 @@ def plan(
             return verdict
         try:
             rendered = render_shard(
-                held, root, deprecating_release, secret_revisions, on_empty_dir=on_empty_dir
+                held,
+                root,
+                deprecating_release,
+                secret_revisions,
+                on_empty_dir=on_empty_dir,
+                backup_claim_found=backup_claim_found,
             )
         except SpecError:
             return verdict

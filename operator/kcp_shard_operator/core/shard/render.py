@@ -52,13 +52,15 @@ def render_shard(
     secret_revisions: Mapping[str, str] | None = None,
     *,
     on_empty_dir: bool = False,
+    backup_claim_found: bool = True,
 ) -> Rendered:
     """The children of ``shard``; ``root`` is required exactly for non-root shards.
 
     With ``secret_revisions`` (Secret name -> resourceVersion), the pod template carries a
     digest of the mounted Secrets' revisions, so pods restart when a certificate rotates.
     ``on_empty_dir``: the live Deployment keeps kcp's data on an emptyDir (see
-    :func:`kcp_shard_operator.core.shard.claim.storage_of`).
+    :func:`kcp_shard_operator.core.shard.claim.storage_of`). ``backup_claim_found``: the
+    claim ``spec.backup`` names exists (without it the pod gets no backup sidecar).
     """
     root_name = None
     if not shard.spec.is_root:
@@ -74,7 +76,9 @@ def render_shard(
     )
     budget = pdb(shard, root_name)
     return Rendered(
-        deployment=stamped(deployment(shard, root_name, pod, secret_revisions, storage)),
+        deployment=stamped(
+            deployment(shard, root_name, pod, secret_revisions, storage, backup_claim_found)
+        ),
         service=stamped(service(shard, root_name)),
         pdb=stamped(budget) if budget else None,
         claim=stamped(claim(shard, root_name)) if storage is Storage.CLAIM else None,

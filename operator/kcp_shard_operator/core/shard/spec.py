@@ -15,6 +15,7 @@ from kcp_shard_operator.core.api.model import JSON, SpecError, field
 from kcp_shard_operator.core.api.objects import KcpObject, parse_object
 from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef, SecretKeyRef
 from kcp_shard_operator.core.auth.spec import ShardAuthSpec, check_oidc, shard_auth_secrets
+from kcp_shard_operator.core.backup.spec import BackupSpec, check_backup
 from kcp_shard_operator.core.kcp.audit import AuditSpec, check_audit
 from kcp_shard_operator.core.kcp.podfields import (
     affinity_field,
@@ -240,6 +241,12 @@ class ShardSpec(ServerSpec):
         "file). Unset: no audit log.",
         default=None,
     )
+    backup: BackupSpec | None = field(
+        "backup",
+        "Backups of the shard's embedded etcd: verified snapshots into a "
+        "PersistentVolumeClaim, on a schedule and on demand (annotation kcpshard.dev/backup).",
+        default=None,
+    )
     extra_args: list[str] = extra_args_field("kcp start")
     resources: JSON | None = resources_field()
     node_selector: dict[str, str] = node_selector_field()
@@ -332,6 +339,12 @@ SPEC_RULES = (
         "keeps its data in that etcd",
         holds=lambda spec: spec.embedded_etcd or spec.storage is None,
     ),
+    Rule(
+        cel="!has(self.backup) || !has(self.etcd) || !has(self.etcd.endpoints) "
+        "|| size(self.etcd.endpoints) == 0",
+        message="spec.backup applies to embedded etcd only: back up an external etcd where it runs",
+        holds=lambda spec: spec.embedded_etcd or spec.backup is None,
+    ),
     Rule(cel=TAGGED_BUILD_CEL, message=TAGGED_BUILD_MESSAGE, holds=tagged_build),
     Rule(
         cel="!has(self.logicalClusterAdminKubeconfigSecretRef) || has(self.externalURL)",
@@ -398,6 +411,7 @@ def _check_free_form(spec: ShardSpec) -> None:
     check_pod_fields(spec.node_selector, spec.resources, spec.tolerations)
     check_storage(spec.storage)
     check_audit(spec.audit)
+    check_backup(spec.backup)
 
 
 def check_name(name: str) -> None:

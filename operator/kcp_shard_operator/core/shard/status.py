@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.record import bookkeeping
 from kcp_shard_operator.core.shard.claim import Storage, claim_name
 from kcp_shard_operator.core.shard.health import DATA_VERIFIED, Health, ready_note
 from kcp_shard_operator.core.shard.spec import Shard
@@ -205,4 +206,4 @@ def shard_status(shard: Shard, seen: Observation, now: str) -> JSON:
     data_uid = (seen.health and seen.health.data_uid) or (shard.status or {}).get("dataUID")
     if data_uid:
         status["dataUID"] = data_uid
-    return status
+    return bookkeeping(shard.spec.backup, status, shard.status, now)

@@ -1,0 +1,166 @@
+"""``kcp-shard-operator backup`` and ``backups``: ask the operator for a backup of a Shard now
+and wait for its outcome; list the verified backups the Shards' statuses record.
+
+``backup`` sets the annotation the operator answers (kcpshard.dev/backup) to a new value and
+waits until the status says it handled that value; the snapshot itself is the operator's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sys
+import time
+from typing import Any
+
+from kcp_shard_operator.cli.options import add_cluster_options, cluster_credentials
+from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.record import BACKED_UP
+from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
+from kcp_shard_operator.core.status.conditions import condition
+from kcp_shard_operator.kube import credentials
+from kcp_shard_operator.kube.client import APIError, Kube, error_message
+from kcp_shard_operator.kube.kubeconfig import CredentialsError
+
+DEFAULT_NAMESPACE = "default"
+POLL_SECONDS = 2.0
+COLUMNS = ("SHARD", "NAME", "TIME", "TRIGGER", "KCP", "SIZE", "KEYS", "CLAIM", "PATH")
+
+
+def register(commands: Any) -> None:
+    backup = commands.add_parser(
+        "backup",
+        help="take a backup of a Shard's etcd now and wait for it",
+        description="Ask the operator for a backup of the Shard's embedded etcd now "
+        "(spec.backup must be set): a snapshot from the running kcp, verified, on the claim "
+        "of spec.backup.claimRef. Waits until the operator has answered.",
+        epilog=f"""reads:
+  the cluster ({credentials.SOURCES}): the Shard NAME and its status
+writes:
+  the annotation {BACKUP_ANNOTATION} of the Shard (a new value: the time of the request)
+exit codes:
+  0  the backup was taken and verified (printed as backups prints it)
+  1  it failed (the condition BackedUp's reason and message), or no answer in --timeout""",
+    )
+    backup.add_argument("shard", metavar="NAME", help="name of the Shard")
+    _namespace(backup)
+    backup.add_argument(
+        "--timeout",
+        type=float,
+        default=900.0,
+        help="seconds to wait for the outcome (default: 900)",
+    )
+    add_cluster_options(backup)
+    backup.set_defaults(handler=run_backup)
+
+    listing = commands.add_parser(
+        "backups",
+        help="list the verified backups of the Shards",
+        description="List the verified backups the Shards' statuses record, newest first.",
+        epilog=f"""reads:
+  the cluster ({credentials.SOURCES}): the Shard NAME, or every Shard of the namespace
+writes:
+  the table on stdout; nothing in the cluster""",
+    )
+    listing.add_argument("shard", metavar="NAME", nargs="?", help="name of a Shard (default: all)")
+    _namespace(listing)
+    add_cluster_options(listing)
+    listing.set_defaults(handler=run_backups)
+
+
+def _namespace(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-n",
+        "--namespace",
+        default=None,
+        help=f"namespace of the Shard (default: the context's namespace, else {DEFAULT_NAMESPACE})",
+    )
+
+
+def _connect(args: argparse.Namespace) -> tuple[Kube, str]:
+    try:
+        cluster = cluster_credentials(args)
+    except CredentialsError as err:
+        raise SystemExit(f"error: {err}") from None
+    return Kube(cluster), args.namespace or cluster.namespace or DEFAULT_NAMESPACE
+
+
+def _shard(kube: Kube, namespace: str, name: str) -> JSON:
+    found = kube.get(SHARD_API_VERSION, SHARD_KIND, namespace, name)
+    if found is None:
+        raise SystemExit(f"error: Shard {name!r} not found in {namespace}")
+    return found
+
+
+def rows(shards: list[JSON]) -> list[tuple[str, ...]]:
+    """One row per backup of each Shard, as ``backups`` prints them."""
+    found = []
+    for obj in shards:
+        for entry in (obj.get("status") or {}).get("backups") or []:
+            found.append(
+                (
+                    str(obj["metadata"]["name"]),
+                    *(
+                        str(entry.get(key, ""))
+                        for key in ("name", "time", "trigger", "kcpVersion", "size", "keys")
+                    ),
+                    str(entry.get("claim", "")),
+                    str(entry.get("path", "")),
+                )
+            )
+    return found
+
+
+def table(found: list[tuple[str, ...]]) -> str:
+    lines = [COLUMNS, *found]
+    widths = [max(len(line[i]) for line in lines) for i in range(len(COLUMNS))]
+    return "".join(
+        "   ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)).rstrip()
+        + "\n"
+        for line in lines
+    )
+
+
+def run_backups(args: argparse.Namespace) -> int:
+    kube, namespace = _connect(args)
+    try:
+        if args.shard:
+            shards = [_shard(kube, namespace, args.shard)]
+        else:
+            shards = kube.list(SHARD_API_VERSION, SHARD_KIND, namespace)
+    except APIError as err:
+        raise SystemExit(f"error: {error_message(err)}") from None
+    sys.stdout.write(table(rows(shards)))
+    return 0
+
+
+def run_backup(args: argparse.Namespace) -> int:
+    kube, namespace = _connect(args)
+    token = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    try:
+        obj = _shard(kube, namespace, args.shard)
+        if not (obj.get("spec") or {}).get("backup"):
+            raise SystemExit(f"error: Shard {args.shard!r} has no spec.backup: nowhere to write")
+        kube.annotate(
+            SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {BACKUP_ANNOTATION: token}
+        )
+        deadline = time.monotonic() + args.timeout
+        while True:
+            obj = _shard(kube, namespace, args.shard)
+            status = obj.get("status") or {}
+            if (status.get("backup") or {}).get("lastRequest") == token:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(
+                    f"error: no answer to backup request {token} within {args.timeout:.0f} s "
+                    "(is the shard Ready, its backup sidecar running?)"
+                )
+            time.sleep(POLL_SECONDS)
+    except APIError as err:
+        raise SystemExit(f"error: {error_message(err)}") from None
+    backed_up = condition(status, BACKED_UP) or {}
+    if backed_up.get("status") != "True":
+        raise SystemExit(f"error: {backed_up.get('reason')}: {backed_up.get('message')}")
+    sys.stdout.write(table(rows([obj])[:1]))
+    return 0

@@ -1,0 +1,256 @@
+"""Backups of a Shard: a pass finds one due and starts it on the background runner; the
+snapshot runs in the backup sidecar of a running pod (``pods/exec``), is verified, and its
+outcome waits in the context until the next pass records it in the status.
+
+A backup never writes the Deployment or touches the kcp container: the running shard goes on
+serving while etcd streams the snapshot. Only files the operator wrote are ever removed (a
+partial snapshot, backups retention let go); a snapshot that fails verification is kept aside.
+"""
+
+from __future__ import annotations
+
+import datetime
+import time
+from collections.abc import Callable
+
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup import snapshot
+from kcp_shard_operator.core.backup.record import (
+    BACKED_UP,
+    Outcome,
+    Request,
+    backup_name,
+    backup_path,
+    condition_of,
+    entries,
+    expired,
+    format_time,
+    recorded,
+    wanted,
+)
+from kcp_shard_operator.core.backup.snapshot import AnswerError, Failure
+from kcp_shard_operator.core.shard.backup import CONTAINER, ETCD_DIRECTORY, backup_container_ready
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.status.conditions import Condition
+from kcp_shard_operator.core.status.events import Event
+from kcp_shard_operator.kube.client import APIError, Ran, error_message
+
+
+class StepError(Exception):
+    """A step of a backup that ended it, with the condition's reason and message."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message)
+        self.failure = failure
+
+
+def _key(shard: Shard) -> str:
+    return f"backup/{shard.namespace}/{shard.name}"
+
+
+def target_claim(ctx: Context, shard: Shard) -> JSON | None:
+    """The claim ``spec.backup`` names (read from the API: the watch sees only the operator's
+    own claims); None without ``spec.backup`` or when it does not exist."""
+    backup = shard.spec.backup
+    if backup is None:
+        return None
+    return ctx.kube.get("v1", "PersistentVolumeClaim", shard.namespace, backup.claim_ref.name)
+
+
+def backup_conditions(ctx: Context, shard: Shard, claim: JSON | None) -> list[Condition]:
+    """``BackedUp`` when there is news: the target is missing, or a backup ended."""
+    backup = shard.spec.backup
+    if backup is None:
+        return []
+    if claim is None:
+        return [
+            Condition(
+                BACKED_UP,
+                False,
+                snapshot.TARGET_NOT_FOUND,
+                f"PersistentVolumeClaim {backup.claim_ref.name} (spec.backup.claimRef) not found "
+                f"in {shard.namespace}: no backup sidecar added and no backup taken; the shard "
+                "runs as before",
+            )
+        ]
+    outcome = ctx.backup_outcomes.get(_key(shard))
+    return [] if outcome is None else [condition_of(outcome)]
+
+
+def with_outcome(ctx: Context, shard: Shard, status: JSON) -> tuple[JSON, Outcome | None]:
+    """``status`` with the finished backup waiting in the context, and that outcome."""
+    outcome = ctx.backup_outcomes.get(_key(shard))
+    if outcome is None or shard.spec.backup is None:
+        return status, None
+    return recorded(shard.spec.backup, status, outcome), outcome
+
+
+def written(ctx: Context, shard: Shard, outcome: Outcome | None) -> None:
+    """The status now holds ``outcome``: forget it."""
+    if outcome is not None and ctx.backup_outcomes.get(_key(shard)) is outcome:
+        del ctx.backup_outcomes[_key(shard)]
+
+
+def start_due(
+    ctx: Context,
+    shard: Shard,
+    obj: JSON,
+    status: JSON,
+    claim: JSON | None,
+    pods: list[JSON],
+    logger: Logger,
+    again: Callable[[], None],
+) -> None:
+    """Start the backup due now, if any, on a running pod whose sidecar runs."""
+    backup = shard.spec.backup
+    key = _key(shard)
+    if backup is None or claim is None or key in ctx.backup_outcomes:
+        return
+    if ctx.background.running(key):
+        return
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    request = wanted(backup, status, annotations, ctx.wall_clock())
+    if request is None:
+        return
+    ready = sorted(str(pod["metadata"]["name"]) for pod in pods if backup_container_ready(pod))
+    if not ready:
+        return
+    pod = ready[0]
+    version = str(status.get("version") or shard.spec.version)
+    data_uid = status.get("dataUID")
+
+    def work() -> None:
+        outcome = take(ctx, shard, pod, request, version, data_uid, status, logger)
+        ctx.backup_outcomes[key] = outcome
+        _report(ctx, obj, outcome)
+        again()
+
+    ctx.background.request(key, work, again=False)
+
+
+def take(
+    ctx: Context,
+    shard: Shard,
+    pod: str,
+    request: Request,
+    version: str,
+    data_uid: str | None,
+    status: JSON,
+    logger: Logger,
+) -> Outcome:
+    """One backup through ``pod``'s sidecar: room, snapshot, verification, retention."""
+    backup = shard.spec.backup
+    assert backup is not None
+    claim = backup.claim_ref.name
+    started, clock = ctx.wall_clock(), time.monotonic()
+    name = backup_name(shard.name, started)
+    path = backup_path(shard.name, name)
+
+    def run(command: list[str], what: str) -> str:
+        try:
+            ran: Ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, command)
+        except APIError as err:
+            raise StepError(
+                Failure(snapshot.SNAPSHOT_FAILED, f"{what} in pod {pod}: {error_message(err)}")
+            ) from None
+        if ran.code != 0:
+            raise StepError(
+                Failure(
+                    snapshot.SNAPSHOT_FAILED,
+                    f"{what} in pod {pod} exited {ran.code}: {(ran.stderr or ran.stdout)[-400:]}",
+                )
+            )
+        return ran.stdout
+
+    def finished(
+        entry: JSON | None = None, failure: Failure | None = None, removed: list[str] | None = None
+    ) -> Outcome:
+        return Outcome(request, format_time(ctx.wall_clock()), entry, failure, removed or [])
+
+    try:
+        database = snapshot.database_size(run(snapshot.endpoint_status(ETCD_DIRECTORY), "etcdctl"))
+        room = snapshot.room_for(
+            database, snapshot.available_bytes(run(snapshot.free_space(), "df")), claim
+        )
+        if room is not None:
+            return finished(failure=room)
+        run(snapshot.make_directory(shard.name), "mkdir")
+        saved = ctx.kube.run_in_container(
+            shard.namespace, pod, CONTAINER, snapshot.save(ETCD_DIRECTORY, path)
+        )
+        if saved.code != 0:
+            run(snapshot.remove([f"{path}.part"]), "rm")
+            return finished(failure=snapshot.failed_save(saved.stderr + saved.stdout, claim))
+        seconds = time.monotonic() - clock
+        problem, facts = None, None
+        try:
+            facts = snapshot.facts(run(snapshot.status(path), "etcdutl snapshot status"))
+        except (StepError, AnswerError) as err:
+            problem = str(err)
+        failed = snapshot.unverified(facts, problem, path)
+        if failed is not None or facts is None:
+            run(snapshot.set_aside(path), "mv")
+            return finished(failure=failed)
+        digest = snapshot.sha256_of(run(snapshot.checksum(path), "sha256sum"))
+        size = int(run(snapshot.file_size(path), "stat").strip())
+    except StepError as err:
+        return finished(failure=err.failure)
+    except (AnswerError, ValueError) as err:
+        return finished(failure=Failure(snapshot.SNAPSHOT_FAILED, str(err)))
+    except APIError as err:
+        return finished(failure=Failure(snapshot.SNAPSHOT_FAILED, error_message(err)))
+    entry: JSON = {
+        "name": name,
+        "time": format_time(started),
+        "trigger": request.trigger.value,
+        "kcpVersion": version,
+        "claim": claim,
+        "path": path,
+        "size": size,
+        "sha256": digest,
+        "etcdHash": facts.hash,
+        "revision": facts.revision,
+        "keys": facts.keys,
+        "durationSeconds": round(seconds, 3),
+    }
+    if data_uid:
+        entry["dataUID"] = data_uid
+    ctx.metrics.backup_seconds.observe(seconds)
+    removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
+    logger.info("backup %s of %s taken in %.1f s (%d bytes)", name, shard.name, seconds, size)
+    return finished(entry=entry, removed=removed)
+
+
+def _retention(
+    ctx: Context, shard: Shard, pod: str, backups: list[JSON], logger: Logger
+) -> list[str]:
+    """Delete the backups retention lets go; the names of those deleted."""
+    backup = shard.spec.backup
+    assert backup is not None
+    now = ctx.wall_clock().astimezone(datetime.UTC)
+    gone = expired(backups, backup.retention, now)
+    if not gone:
+        return []
+    paths = [str(entry["path"]) for entry in gone]
+    try:
+        ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, snapshot.remove(paths))
+    except APIError as err:
+        logger.warning("retention of %s: %s", shard.name, error_message(err))
+        return []
+    if ran.code != 0:
+        logger.warning("retention of %s: rm exited %d: %s", shard.name, ran.code, ran.stderr)
+        return []
+    return [str(entry["name"]) for entry in gone]
+
+
+def _report(ctx: Context, obj: JSON, outcome: Outcome) -> None:
+    """The Event and the counters of a finished backup."""
+    trigger = outcome.request.trigger.value
+    cond = condition_of(outcome)
+    if outcome.failure is not None:
+        ctx.metrics.backups.labels(trigger, outcome.failure.reason).inc()
+        ctx.announce(obj, Event("Warning", "BackupFailed", cond.message))
+    else:
+        ctx.metrics.backups.labels(trigger, cond.reason).inc()
+        ctx.announce(obj, Event("Normal", "BackedUp", cond.message))

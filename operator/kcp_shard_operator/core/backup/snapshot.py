@@ -1,0 +1,198 @@
+"""What a snapshot runs in the backup sidecar, and what the answers mean (pure).
+
+The sidecar shares the kcp pod's network namespace, where kcp's embedded etcd listens
+(https://localhost:2379, client certificates kcp generated under ``<etcd dir>/secrets``), and
+mounts kcp's root directory read-only and the backup claim at :data:`BACKUP_MOUNT`. The steps:
+the etcd's size, the free space of the claim, ``etcdctl snapshot save`` (etcd streams a
+consistent snapshot from the running member, which keeps serving), ``etcdutl snapshot status``
+(bbolt opens the file and hashes every key: a truncated or corrupt file fails) and its sha256.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+BACKUP_MOUNT = "/backups"
+BUSYBOX = "/busybox"
+ETCDCTL = "/etcdctl"
+ETCDUTL = "/etcdutl"
+EMBEDDED_ETCD_ENDPOINT = "https://localhost:2379"
+"""Where kcp's embedded etcd listens (its --embedded-etcd-client-port default)."""
+HEADROOM = 1.2
+"""Free space asked for beyond the etcd's size: the snapshot is about the size of the database
+(its free pages included), and the claim must not fill up."""
+COMMAND_TIMEOUT = "600s"
+
+VOLUME_FULL = "VolumeFull"
+VERIFICATION_FAILED = "VerificationFailed"
+SNAPSHOT_FAILED = "SnapshotFailed"
+TARGET_NOT_FOUND = "TargetNotFound"
+NOT_RUNNING = "ShardNotRunning"
+UNSUPPORTED = "ExternalEtcd"
+
+
+class AnswerError(ValueError):
+    """An answer of a tool that does not have the expected shape."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Why a backup was not taken or not kept: a condition's reason and message."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What ``etcdutl snapshot status`` read from a snapshot file."""
+
+    hash: int
+    revision: int
+    keys: int
+    size: int
+
+
+def etcdctl(etcd_dir: str, *args: str) -> list[str]:
+    """etcdctl against the pod's embedded etcd, with the client certificate kcp uses."""
+    secrets = f"{etcd_dir}/secrets"
+    return [
+        ETCDCTL,
+        f"--endpoints={EMBEDDED_ETCD_ENDPOINT}",
+        f"--cacert={secrets}/ca/cert.pem",
+        f"--cert={secrets}/client/cert.pem",
+        f"--key={secrets}/client/key.pem",
+        f"--command-timeout={COMMAND_TIMEOUT}",
+        *args,
+    ]
+
+
+def endpoint_status(etcd_dir: str) -> list[str]:
+    return etcdctl(etcd_dir, "endpoint", "status", "--write-out=json")
+
+
+def free_space() -> list[str]:
+    return [BUSYBOX, "df", "-k", BACKUP_MOUNT]
+
+
+def make_directory(directory: str) -> list[str]:
+    return [BUSYBOX, "mkdir", "-p", f"{BACKUP_MOUNT}/{directory}"]
+
+
+def save(etcd_dir: str, path: str) -> list[str]:
+    """``etcdctl snapshot save``: written to ``<path>.part`` and renamed when complete."""
+    return etcdctl(etcd_dir, "snapshot", "save", f"{BACKUP_MOUNT}/{path}")
+
+
+def status(path: str) -> list[str]:
+    return [ETCDUTL, "snapshot", "status", f"{BACKUP_MOUNT}/{path}", "--write-out=json"]
+
+
+def checksum(path: str) -> list[str]:
+    return [BUSYBOX, "sha256sum", f"{BACKUP_MOUNT}/{path}"]
+
+
+def file_size(path: str) -> list[str]:
+    return [BUSYBOX, "stat", "-c", "%s", f"{BACKUP_MOUNT}/{path}"]
+
+
+def remove(paths: list[str]) -> list[str]:
+    """Remove files the operator wrote (expired backups, a partial snapshot)."""
+    return [BUSYBOX, "rm", "-f", *(f"{BACKUP_MOUNT}/{path}" for path in paths)]
+
+
+def set_aside(path: str) -> list[str]:
+    """Keep a snapshot that failed verification, under a name no restore takes."""
+    return [BUSYBOX, "mv", f"{BACKUP_MOUNT}/{path}", f"{BACKUP_MOUNT}/{path}.unverified"]
+
+
+def _json(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        raise AnswerError(f"{what}: not JSON: {text.strip()[:200]!r}") from None
+
+
+def database_size(answer: str) -> int:
+    """The etcd's database size in bytes, from ``etcdctl endpoint status --write-out=json``."""
+    found = _json(answer, "endpoint status")
+    try:
+        return int(found[0]["Status"]["dbSize"])
+    except (LookupError, TypeError, ValueError):
+        raise AnswerError(f"endpoint status: no dbSize in {answer.strip()[:200]!r}") from None
+
+
+def available_bytes(answer: str) -> int:
+    """Bytes available on the claim, from ``df -k`` (its last line: ... Available Use% Mount)."""
+    words = answer.strip().splitlines()[-1].split() if answer.strip() else []
+    if len(words) < 4 or not words[-3].isdigit():
+        raise AnswerError(f"df: unexpected answer {answer.strip()[:200]!r}")
+    return int(words[-3]) * 1024
+
+
+def facts(answer: str) -> Facts:
+    """What ``etcdutl snapshot status --write-out=json`` says of a snapshot."""
+    found = _json(answer, "snapshot status")
+    try:
+        return Facts(
+            int(found["hash"]),
+            int(found["revision"]),
+            int(found["totalKey"]),
+            int(found["totalSize"]),
+        )
+    except (LookupError, TypeError, ValueError):
+        raise AnswerError(f"snapshot status: unexpected answer {answer.strip()[:200]!r}") from None
+
+
+def sha256_of(answer: str) -> str:
+    """The digest from ``sha256sum FILE``."""
+    digest = answer.split()[0] if answer.split() else ""
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise AnswerError(f"sha256sum: unexpected answer {answer.strip()[:200]!r}")
+    return digest
+
+
+def room_for(database: int, available: int, claim: str) -> Failure | None:
+    """Why a snapshot of ``database`` bytes does not fit into ``available`` bytes, or None."""
+    needed = int(database * HEADROOM)
+    if available >= needed:
+        return None
+    return Failure(
+        VOLUME_FULL,
+        f"PersistentVolumeClaim {claim} has {_mib(available)} free, a snapshot of this shard's "
+        f"etcd ({_mib(database)}) needs {_mib(needed)}: no snapshot taken, no backup deleted; "
+        "grow the claim or lower spec.backup.retention.keep",
+    )
+
+
+def unverified(found: Facts | None, problem: str | None, path: str) -> Failure | None:
+    """Why the snapshot at ``path`` is not a backup to restore from, or None."""
+    if problem is not None:
+        why = problem
+    elif found is None or found.keys == 0 or found.revision == 0:
+        why = f"it holds no keys (revision {found.revision if found else 0})"
+    else:
+        return None
+    return Failure(
+        VERIFICATION_FAILED,
+        f"the snapshot {path} failed verification ({why}); kept as {path}.unverified, not "
+        "counted as a backup; the shard runs on",
+    )
+
+
+def failed_save(output: str, claim: str) -> Failure:
+    """What a failed ``etcdctl snapshot save`` means."""
+    text = output.strip()[-400:]
+    if "no space left" in text:
+        return Failure(
+            VOLUME_FULL,
+            f"PersistentVolumeClaim {claim} filled up during the snapshot ({text}); the partial "
+            "file was removed, no backup deleted",
+        )
+    return Failure(SNAPSHOT_FAILED, f"etcdctl snapshot save failed: {text}")
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"

@@ -1,0 +1,82 @@
+"""The backup block of a Shard's spec (pure): where snapshots go, when, how many are kept."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kcp_shard_operator.core.api.model import SpecError, field
+from kcp_shard_operator.core.api.refs import LocalObjectRef
+from kcp_shard_operator.core.backup.schedule import CronError, parse_cron
+
+BACKUP_ANNOTATION = "kcpshard.dev/backup"
+"""Set to a new value (any: a time, a ticket) to ask for one backup now; the status records
+the value handled as ``status.backup.lastRequest``."""
+DEFAULT_KEEP = 7
+DEFAULT_BACKUP_IMAGE = "kcp-shard-operator-backup:v3.6.5"
+"""etcdctl and etcdutl of the etcd release the project pins, and a static busybox (hack/image.sh
+backup): the image of the sidecar a snapshot runs in."""
+
+
+@dataclass(frozen=True)
+class RetentionSpec:
+    """Which verified backups are kept; a backup is deleted when either rule says so, never the
+    newest one."""
+
+    keep: int = field(
+        "keep",
+        "How many backups of this shard are kept, newest first.",
+        default=DEFAULT_KEEP,
+        minimum=1,
+        maximum=1000,
+    )
+    max_age_days: int | None = field(
+        "maxAgeDays",
+        "Backups older than this many days are deleted (the newest one is kept whatever its "
+        "age). Unset: no limit by age.",
+        default=None,
+        minimum=1,
+    )
+
+
+@dataclass(frozen=True)
+class BackupSpec:
+    """Snapshots of the shard's embedded etcd, verified, into a PersistentVolumeClaim.
+
+    Setting this block adds a sidecar to the shard's pod (one rollout, as any pod template
+    change): the snapshot is taken through it from the running kcp, which a backup never
+    restarts. Removing the block removes the sidecar (another rollout); the claim and its
+    backups stay."""
+
+    claim_ref: LocalObjectRef = field(
+        "claimRef",
+        "PersistentVolumeClaim (same namespace, made by you) that receives the snapshots, "
+        "under <shard name>/; the operator never deletes it. Several Shards may share one on a "
+        "ReadWriteMany volume, or on a ReadWriteOnce volume when their pods share a node.",
+    )
+    schedule: str | None = field(
+        "schedule",
+        "When to take a backup, in cron syntax (UTC, 5 fields or @hourly, @daily...). Unset: "
+        "only on demand (annotation kcpshard.dev/backup, or kcp-shard-operator backup).",
+        default=None,
+        minLength=1,
+        maxLength=128,
+    )
+    retention: RetentionSpec = field(
+        "retention", "Which backups are kept.", default_factory=RetentionSpec
+    )
+    image: str = field(
+        "image",
+        "Image of the backup sidecar: etcdctl and etcdutl of etcd 3.6 and a busybox.",
+        default=DEFAULT_BACKUP_IMAGE,
+        minLength=1,
+    )
+
+
+def check_backup(backup: BackupSpec | None) -> None:
+    """What the schema cannot say: the schedule is cron syntax."""
+    if backup is None or backup.schedule is None:
+        return
+    try:
+        parse_cron(backup.schedule)
+    except CronError as err:
+        raise SpecError("spec.backup.schedule", f"{backup.schedule!r}: {err}") from None

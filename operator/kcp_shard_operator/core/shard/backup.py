@@ -1,0 +1,65 @@
+"""The backup sidecar of a Shard's pod (pure).
+
+Only a Shard with ``spec.backup`` has it, and only once the claim it names exists: the
+sidecar changes the pod template, and so rolls the shard once, when the user sets the block
+(never when a backup is taken); a sidecar on every shard would roll every shard of every
+installation when the operator is upgraded, for a feature most of them would not use, and
+could not mount a backup claim nobody named. A claim that does not exist would leave the new
+pod Pending and the shard down; without it the pod stays as it is and ``BackedUp`` says why.
+"""
+
+from __future__ import annotations
+
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.snapshot import BACKUP_MOUNT, BUSYBOX
+from kcp_shard_operator.core.kcp.podtemplate import container_security_context
+from kcp_shard_operator.core.shard.args import ROOT_DIRECTORY
+from kcp_shard_operator.core.shard.spec import Shard
+
+CONTAINER = "backup"
+VOLUME = "backups"
+ETCD_DIRECTORY = f"{ROOT_DIRECTORY}/etcd-server"
+"""kcp's embedded etcd under its root directory (--embedded-etcd-directory's default)."""
+IDLE = "trap 'exit 0' TERM; while true; do sleep 3600 & wait $!; done"
+"""The sidecar waits for the operator's commands; it exits at once on SIGTERM, so that it never
+lengthens a restart of the shard."""
+RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}}
+
+
+def with_backup_sidecar(pod_spec: JSON, shard: Shard, data_volume: str) -> None:
+    """Add the sidecar and the backup claim's volume to ``pod_spec`` when ``spec.backup`` is
+    set: kcp's root directory read-only, the claim at BACKUP_MOUNT, in kcp's network namespace
+    (its etcd listens on localhost)."""
+    backup = shard.spec.backup
+    if backup is None:
+        return
+    pod_spec["containers"].append(
+        {
+            "name": CONTAINER,
+            "image": backup.image,
+            "command": [BUSYBOX, "sh", "-c", IDLE],
+            "resources": RESOURCES,
+            "securityContext": container_security_context(),
+            "volumeMounts": [
+                {"name": data_volume, "mountPath": ROOT_DIRECTORY, "readOnly": True},
+                {"name": VOLUME, "mountPath": BACKUP_MOUNT},
+            ],
+        }
+    )
+    pod_spec["volumes"].append(
+        {"name": VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_ref.name}}
+    )
+
+
+def backup_container_ready(pod: JSON) -> bool:
+    """Whether ``pod`` (as the watch store keeps it: labels, conditions, container states) is
+    Ready, which its kcp container is only once it serves, and its backup sidecar runs."""
+    status = pod.get("status") or {}
+    ready = any(
+        c.get("type") == "Ready" and c.get("status") == "True"
+        for c in status.get("conditions") or []
+    )
+    sidecar: JSON = next(
+        (c for c in status.get("containerStatuses") or [] if c.get("name") == CONTAINER), {}
+    )
+    return ready and "running" in (sidecar.get("state") or {})
