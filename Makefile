@@ -112,6 +112,10 @@ e2e-kind: install ## real pods on kind: chart, in-cluster operator, root + non-r
 e2e-upgrade: install ## rolling and patch upgrade e2e on kind with real kcp pods and data checks; prints the timelines
 	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py tests/kind/test_patch_upgrade.py
 
+.PHONY: e2e-backup
+e2e-backup: install ## backups on kind: a verified snapshot of each running shard on demand, data checks, figures
+	$(BIN)/pytest -v -s -m kind tests/kind/test_backup.py
+
 .PHONY: e2e-patch-upgrade
 e2e-patch-upgrade: install ## patch upgrade and rollback on kind, /readyz never failing, data checks
 	$(BIN)/pytest -v -s -m kind tests/kind/test_patch_upgrade.py

@@ -99,10 +99,12 @@ def start_due(
     status: JSON,
     claim: JSON | None,
     pods: list[JSON],
+    upgrade_to: str | None,
     logger: Logger,
     again: Callable[[], None],
 ) -> None:
-    """Start the backup due now, if any, on a running pod whose sidecar runs."""
+    """Start the backup due now, if any, on a running pod whose sidecar runs; ``upgrade_to``:
+    the kcp minor the installation is about to move to (a backup before it is due)."""
     backup = shard.spec.backup
     key = _key(shard)
     if backup is None or claim is None or key in ctx.backup_outcomes:
@@ -110,7 +112,7 @@ def start_due(
     if ctx.background.running(key):
         return
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    request = wanted(backup, status, annotations, ctx.wall_clock())
+    request = wanted(backup, status, annotations, ctx.wall_clock(), upgrade_to)
     if request is None:
         return
     ready = sorted(str(pod["metadata"]["name"]) for pod in pods if backup_container_ready(pod))
@@ -216,6 +218,8 @@ def take(
     }
     if data_uid:
         entry["dataUID"] = data_uid
+    if request.upgrade_to is not None:
+        entry["upgradeTo"] = request.upgrade_to
     ctx.metrics.backup_seconds.observe(seconds)
     removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
     logger.info("backup %s of %s taken in %.1f s (%d bytes)", name, shard.name, seconds, size)

@@ -27,6 +27,7 @@ from kcp_shard_operator.controller.passes import (
 from kcp_shard_operator.controller.reads import (
     cache_server_of,
     front_proxy_of,
+    installation,
     pods,
     read,
     read_secrets,
@@ -44,6 +45,7 @@ from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 from kcp_shard_operator.core.shard.status import Observation, shard_status
+from kcp_shard_operator.core.shard.upgradebackup import minor_upgrade_target, waiting_for_backups
 from kcp_shard_operator.core.status.conditions import invalid_status
 from kcp_shard_operator.core.status.deployments import (
     deployment_revision,
@@ -177,6 +179,12 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
+    upgrade_to = minor_upgrade_target(shard if root is None else root)
+    backups_missing = (
+        waiting_for_backups(shard, installation(ctx, namespace, shard.name))
+        if shard.spec.is_root
+        else None
+    )
     decision = plan(
         shard,
         root,
@@ -187,6 +195,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         secrets.keys,
         cache,
         backup_claim_found=backup_claim is not None,
+        waiting_for_backups=backups_missing,
     )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
@@ -232,5 +241,5 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     status, recorded = with_outcome(ctx, shard, status)
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
-    start_due(ctx, shard, obj, status, backup_claim, shard_pods, logger, again)
+    start_due(ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again)
     return degraded_reason(status)

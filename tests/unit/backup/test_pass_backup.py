@@ -8,12 +8,13 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
 from kcp_shard_operator.core.shard.meta import selector_labels
 from kcp_shard_operator.kube.client import Ran
 from tests.conftest import NO_PKI, make, shard_object
-from tests.fake_kube import Effects, FakeKube, context, run, settle, watched
+from tests.fake_kube import Effects, FakeKube, context, respec, run, settle, watched
 from tests.unit.backup.test_snapshot import DF, ENDPOINT_STATUS, SNAPSHOT_STATUS
 from tests.unit.controller.test_pass import condition, status
 
@@ -204,3 +205,31 @@ def test_no_backup_while_kcp_is_not_ready() -> None:
     watched(ctx, pod())
     run(ctx, "root")
     assert len(sidecar.ran) == 7
+
+
+def test_a_minor_upgrade_waits_for_the_backup_taken_before_it() -> None:
+    sidecar = Sidecar()
+    kube = FakeKube(shard_object(**NO_PKI, backup=BACKUP, version="0.27.1"), CLAIM)
+    ctx = context(kube)
+    kube.containers = sidecar
+    ctx.wall_clock = lambda: NOW
+    settle(ctx, kube, "root")
+    assert status(kube, "root")["version"] == "0.27.1"
+    watched(ctx, pod())
+    respec(ctx, kube, "root", version="0.28.0")
+    run(ctx, "root")
+    assert condition(kube, "root", "Progressing") == ("False", "WaitingForBackups")
+    template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.27.1"
+    assert "/etcdctl snapshot save" in sidecar.tools()
+    run(ctx, "root")  # records the backup: the upgrade goes on
+    (entry,) = status(kube, "root")["backups"]
+    assert (entry["trigger"], entry["upgradeTo"], entry["kcpVersion"]) == (
+        "BeforeUpgrade",
+        "0.28",
+        "0.27.1",
+    )
+    run(ctx, "root")
+    template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    assert len(sidecar.tools()) == 7

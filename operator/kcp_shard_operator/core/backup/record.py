@@ -21,17 +21,24 @@ BACKED_UP = "BackedUp"
 SUCCEEDED = "Succeeded"
 
 
+UPGRADE_RETRY_SECONDS = 300
+"""How long after a failed backup before a minor upgrade it is tried again."""
+
+
 class Trigger(StrEnum):
     ON_DEMAND = "OnDemand"
     SCHEDULED = "Scheduled"
+    BEFORE_UPGRADE = "BeforeUpgrade"
 
 
 @dataclass(frozen=True)
 class Request:
-    """A backup to take now: why, and the annotation value it answers (on demand)."""
+    """A backup to take now: why, the annotation value it answers (on demand), the kcp minor
+    release the installation is about to move to (before an upgrade)."""
 
     trigger: Trigger
     token: str | None = None
+    upgrade_to: str | None = None
 
 
 @dataclass(frozen=True)
@@ -69,13 +76,25 @@ def entries(status: JSON | None) -> list[JSON]:
     return [dict(entry) for entry in (status or {}).get("backups") or []]
 
 
+def upgrade_backup(status: JSON | None, upgrade_to: str) -> JSON | None:
+    """The backup taken before the move to kcp minor ``upgrade_to``, if any."""
+    for entry in entries(status):
+        if entry.get("trigger") == Trigger.BEFORE_UPGRADE and entry.get("upgradeTo") == upgrade_to:
+            return entry
+    return None
+
+
 def expired(backups: list[JSON], retention: RetentionSpec, now: datetime.datetime) -> list[JSON]:
     """The backups retention deletes: beyond the newest ``keep``, or older than
-    ``maxAgeDays``; never the newest one."""
+    ``maxAgeDays``; never the newest one. Backups taken before a minor upgrade do not count
+    against ``keep`` (they are the way back), only against ``maxAgeDays``."""
     ordered = sorted(backups, key=lambda entry: str(entry.get("time", "")), reverse=True)
     gone = []
-    for index, entry in enumerate(ordered[1:], start=1):
-        too_many = index >= retention.keep
+    counted = 0
+    for entry in ordered[1:]:
+        if entry.get("trigger") != Trigger.BEFORE_UPGRADE:
+            counted += 1
+        too_many = entry.get("trigger") != Trigger.BEFORE_UPGRADE and counted >= retention.keep
         age = now - parse_time(str(entry["time"]))
         too_old = retention.max_age_days is not None and age > datetime.timedelta(
             days=retention.max_age_days
@@ -97,13 +116,26 @@ def next_scheduled(spec: BackupSpec, status: JSON | None, now: datetime.datetime
 
 
 def wanted(
-    spec: BackupSpec, status: JSON | None, annotations: JSON, now: datetime.datetime
+    spec: BackupSpec,
+    status: JSON | None,
+    annotations: JSON,
+    now: datetime.datetime,
+    upgrade_to: str | None = None,
 ) -> Request | None:
-    """The backup due now, if any: an annotation value not handled yet, else the schedule."""
+    """The backup due now, if any: an annotation value not handled yet, the one before the
+    installation's move to kcp minor ``upgrade_to`` (again 5 minutes after it failed), else
+    the schedule."""
+    kept = (status or {}).get("backup") or {}
     token = annotations.get(BACKUP_ANNOTATION)
-    handled = ((status or {}).get("backup") or {}).get("lastRequest")
-    if token and token != handled:
+    if token and token != kept.get("lastRequest"):
         return Request(Trigger.ON_DEMAND, str(token))
+    if upgrade_to is not None and upgrade_backup(status, upgrade_to) is None:
+        failed = kept.get("lastUpgradeFailureTime")
+        waited = failed is None or now - parse_time(str(failed)) >= datetime.timedelta(
+            seconds=UPGRADE_RETRY_SECONDS
+        )
+        if waited:
+            return Request(Trigger.BEFORE_UPGRADE, upgrade_to=upgrade_to)
     due = next_scheduled(spec, status, now)
     if due is not None and parse_time(due) <= now:
         return Request(Trigger.SCHEDULED)
@@ -134,7 +166,7 @@ def recorded(spec: BackupSpec, status: JSON, outcome: Outcome) -> JSON:
     finished = parse_time(outcome.finished)
     if outcome.request.trigger is Trigger.ON_DEMAND:
         kept["lastRequest"] = outcome.request.token
-    elif spec.schedule is not None:
+    elif outcome.request.trigger is Trigger.SCHEDULED and spec.schedule is not None:
         kept["schedule"] = spec.schedule
         kept["nextScheduledTime"] = format_time(parse_cron(spec.schedule).next_after(finished))
     backups = [entry for entry in entries(status) if entry.get("name") not in outcome.removed]
@@ -143,6 +175,8 @@ def recorded(spec: BackupSpec, status: JSON, outcome: Outcome) -> JSON:
         kept["lastSuccessTime"] = outcome.finished
     else:
         kept["lastFailureTime"] = outcome.finished
+        if outcome.request.trigger is Trigger.BEFORE_UPGRADE:
+            kept["lastUpgradeFailureTime"] = outcome.finished
     status["backup"] = kept
     if backups:
         status["backups"] = backups
@@ -184,6 +218,7 @@ def status_schema() -> JSON:
                 "lastRequest": text,
                 "lastSuccessTime": when,
                 "lastFailureTime": when,
+                "lastUpgradeFailureTime": when,
             },
         },
         "backups": {
@@ -198,6 +233,11 @@ def status_schema() -> JSON:
                     "time": when,
                     "trigger": {"type": "string", "enum": [t.value for t in Trigger]},
                     "kcpVersion": text,
+                    "upgradeTo": {
+                        "type": "string",
+                        "description": "The kcp minor release the installation moved to "
+                        "after this backup (trigger BeforeUpgrade).",
+                    },
                     "dataUID": text,
                     "claim": text,
                     "path": text,

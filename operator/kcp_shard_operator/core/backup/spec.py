@@ -64,6 +64,14 @@ class BackupSpec:
     retention: RetentionSpec = field(
         "retention", "Which backups are kept.", default_factory=RetentionSpec
     )
+    before_minor_upgrade: bool = field(
+        "beforeMinorUpgrade",
+        "On a root shard: before the first pod of a new kcp minor release starts, take and "
+        "verify a backup of every shard of the installation (each needs spec.backup) and hold "
+        "the upgrade until they are recorded; a failed one stops it (condition BackedUp names "
+        "why). false: upgrade without them.",
+        default=True,
+    )
     image: str = field(
         "image",
         "Image of the backup sidecar: etcdctl and etcdutl of etcd 3.6 and a busybox.",

@@ -25,6 +25,7 @@ from kcp_shard_operator.core.shard.pki import takes_service_account_key, with_is
 from kcp_shard_operator.core.shard.plan import plan
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
+from kcp_shard_operator.core.shard.upgradebackup import minor_upgrade_target
 from kcp_shard_operator.core.status.conditions import READY, ROLLED_OUT, ROOT_SHARD_NOT_FOUND
 from kcp_shard_operator.core.status.deployments import deployed_version
 from kcp_shard_operator.core.virtualworkspaces.names import serving as serving_shard
@@ -371,6 +372,13 @@ def _notes(state: _State, old: JSON | None) -> list[str]:
     shard = state.shard
     if shard is not None:
         notes += pinned_tag_notes(shard.spec.image.tag, shard.spec.version)
+        target = minor_upgrade_target(shard) if shard.spec.is_root else None
+        if target is not None:
+            notes.append(
+                f"snapshot first: before the first pod of kcp {target} starts, the operator "
+                "takes and verifies a backup of every shard of the installation from its "
+                "running pods (spec.backup.beforeMinorUpgrade); a failed one stops the upgrade"
+            )
     return notes
 
 

@@ -30,6 +30,7 @@ from kcp_shard_operator.core.shard.claim import (
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.shard.upgradebackup import WAITING_FOR_BACKUPS
 from kcp_shard_operator.core.status.conditions import (
     CACHE_SERVER_NOT_FOUND,
     READY,
@@ -140,12 +141,15 @@ def plan(
     secret_keys: Mapping[str, Collection[str]] | None = None,
     cache: CacheServer | None = None,
     backup_claim_found: bool = True,
+    waiting_for_backups: str | None = None,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
     ``storage_classes`` are the cluster's StorageClasses by name (None: not known);
     ``secret_keys`` the names of the keys of the Secrets that exist; ``cache`` the
     CacheServer of ``spec.cache.serverRef`` (None: not found); ``backup_claim_found`` whether
-    the claim of ``spec.backup`` exists (the pod gets the backup sidecar only then)."""
+    the claim of ``spec.backup`` exists (the pod gets the backup sidecar only then);
+    ``waiting_for_backups`` why a root must not move to a new minor release yet
+    (:mod:`upgradebackup`)."""
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
     if not shard.spec.is_root and root is None:
@@ -175,6 +179,8 @@ def plan(
         waiting_reason = WAITING_FOR_CACHE_SERVER
     if refusal is None and waiting is None and root is not None:
         waiting, waiting_reason = waiting_for_root(shard, root, deployment), WAITING_FOR_ROOT_SHARD
+    if refusal is None and waiting is None and waiting_for_backups is not None:
+        waiting, waiting_reason = waiting_for_backups, WAITING_FOR_BACKUPS
     held_back = refusal is not None or waiting is not None
     verdict = (
         Plan(error=refusal, error_reason=DOWNGRADE_REFUSED)

@@ -1,0 +1,250 @@
+"""Backups of a shard's embedded etcd on real pods: root and shard-1 with workspaces, then
+``spec.backup`` set (the one rollout that adds the backup sidecar, every object kept through
+it), then a backup of each taken on demand (``kcp-shard-operator backup``) from the running
+shard, verified by the operator and again here (``etcdutl snapshot status`` and sha256 of the
+file on the claim), listed in the status and by ``kcp-shard-operator backups``, counted in the
+metrics. The shard is untouched by the backup: the same pods, no restart, every object there.
+Then the figures: a backup of the root with ``BACKUP_WORKSPACES`` (default 100) more
+workspaces, its duration and size, written to ``bench/results/backup.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION, DEFAULT_BACKUP_IMAGE
+from testkit.kcpapi import ShardAPI
+from testkit.kcpdata import OWNER, OWNER_ANNOTATION, WORKSPACES_PATH, KcpData
+from testkit.kube import Cluster
+from testkit.tools import HACK, log, run_visible
+from testkit.wait import wait_for
+from tests.e2e.pki import Pki, shard_secrets
+
+from .durability import CLI, RESULTS, pki_kubeconfig, shard_apis
+from .kind import (
+    OLD,
+    condition_of,
+    describe_failure,
+    kcp_namespace,
+    operator_metrics,
+    pods,
+    shard_object,
+    shard_spec,
+    wait_version,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.kind]
+
+SHARDS = ("root", "shard-1")
+CLAIM = "kcp-backups"
+ROLL_TIMEOUT = 600
+BACKUP_TIMEOUT = 300
+WORKSPACES = int(os.environ.get("BACKUP_WORKSPACES", "100"))
+
+
+@pytest.fixture
+def backup_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
+    run_visible([str(HACK / "image.sh"), "backup"])
+    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
+    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
+    with kcp_namespace(kind_cluster, "kcp-backup") as namespace:
+        yield namespace
+
+
+def _claim(namespace: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": CLAIM, "namespace": namespace},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
+
+
+def _containers(cluster: Cluster, namespace: str, shard: str) -> list[str]:
+    out = cluster.kubectl(
+        "get", "deployment", f"{shard}-kcp", "-n", namespace,
+        "-o", "jsonpath={.spec.template.spec.containers[*].name}",
+    )  # fmt: skip
+    return out.split()
+
+
+def _pod_state(cluster: Cluster, namespace: str, shard: str) -> dict[str, int]:
+    """Pod name -> restarts of its containers."""
+    return {
+        pod["metadata"]["name"]: sum(
+            c.get("restartCount", 0) for c in pod["status"].get("containerStatuses") or []
+        )
+        for pod in pods(cluster, namespace, shard)
+    }
+
+
+def _with_sidecar(cluster: Cluster, namespace: str, shard: str, before: set[str]) -> bool:
+    state = _pod_state(cluster, namespace, shard)
+    obj = shard_object(cluster, namespace, shard)
+    ready = (obj.get("status") or {}).get("readyReplicas") == 1
+    return (
+        "backup" in _containers(cluster, namespace, shard)
+        and len(state) == 1
+        and not set(state) & before
+        and ready
+    )
+
+
+def _cli(cluster: Cluster, *args: str, timeout: float = BACKUP_TIMEOUT) -> str:
+    done = subprocess.run(
+        [CLI, *args], env=dict(cluster.env), capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def _in_sidecar(cluster: Cluster, namespace: str, pod: str, *command: str) -> str:
+    return cluster.kubectl("exec", "-n", namespace, pod, "-c", "backup", "--", *command)
+
+
+def _check_file(cluster: Cluster, namespace: str, shard: str, entry: dict[str, Any]) -> None:
+    """The file on the claim is the one the status records: etcdutl reads the same revision
+    and keys, sha256sum the same digest."""
+    (pod,) = _pod_state(cluster, namespace, shard)
+    path = f"/backups/{entry['path']}"
+    status = json.loads(
+        _in_sidecar(cluster, namespace, pod, "/etcdutl", "snapshot", "status", path, "-w", "json")
+    )
+    assert (status["revision"], status["totalKey"]) == (entry["revision"], entry["keys"])
+    digest = _in_sidecar(cluster, namespace, pod, "/busybox", "sha256sum", path).split()[0]
+    assert digest == entry["sha256"]
+
+
+def _more_workspaces(api: ShardAPI, count: int) -> float:
+    """``count`` workspaces made in root (not waited for); seconds it took."""
+    started = time.monotonic()
+    for index in range(count):
+        api.create(
+            WORKSPACES_PATH,
+            {
+                "apiVersion": "tenancy.kcp.io/v1alpha1",
+                "kind": "Workspace",
+                "metadata": {
+                    "name": f"bulk-{index:04d}",
+                    "annotations": {OWNER_ANNOTATION: OWNER},
+                },
+            },
+        )
+    return time.monotonic() - started
+
+
+def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
+    kind_cluster: Cluster, backup_namespace: str, tmp_path: Path
+) -> None:
+    ns, kubectl = backup_namespace, kind_cluster.kubectl
+    pki = Pki.create(tmp_path / "pki")
+    secrets = shard_secrets(pki, ns, "root", ["shard-1"])
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all([*secrets, _claim(ns)]))
+    shards = [
+        shard_spec("root", ns, OLD, f"v{OLD}"),
+        shard_spec("shard-1", ns, OLD, f"v{OLD}", "root"),
+    ]
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(shards))
+    figures: dict[str, Any] = {}
+    try:
+        wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
+        with shard_apis(kind_cluster, ns, pki_kubeconfig(pki, tmp_path), SHARDS) as apis:
+            data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="backup")
+
+            # spec.backup: the one rollout that adds the sidecar; every object survives it.
+            before = {name for shard in SHARDS for name in _pod_state(kind_cluster, ns, shard)}
+            started = time.monotonic()
+            backup = {"backup": {"claimRef": {"name": CLAIM}, "retention": {"keep": 3}}}
+            for shard in SHARDS:
+                kubectl("patch", "shard", shard, "-n", ns, "--type=merge", "-p",
+                        json.dumps({"spec": backup}))  # fmt: skip
+            wait_for(
+                lambda: all(_with_sidecar(kind_cluster, ns, s, before) for s in SHARDS),
+                ROLL_TIMEOUT, "both shards rolled out with the backup sidecar", interval=3,
+            )  # fmt: skip
+            wait_version(kind_cluster, ns, SHARDS, OLD, ROLL_TIMEOUT)
+            figures["sidecar rollout seconds"] = round(time.monotonic() - started, 1)
+            assert data.verify(apis, "the backup sidecar added") == []
+
+            # A backup of each, on demand, from the running shard.
+            running = {shard: _pod_state(kind_cluster, ns, shard) for shard in SHARDS}
+            for shard in SHARDS:
+                started = time.monotonic()
+                printed = _cli(kind_cluster, "backup", shard, "-n", ns)
+                took = time.monotonic() - started
+                obj = shard_object(kind_cluster, ns, shard)
+                status = obj["status"]
+                (entry,) = status["backups"]
+                log(f"backup of {shard}: {entry} ({took:.1f}s through the CLI)\n{printed}")
+                assert entry["name"] in printed
+                assert entry["trigger"] == "OnDemand"
+                assert entry["kcpVersion"] == OLD
+                assert entry["dataUID"] == status["dataUID"]
+                assert entry["keys"] > 0
+                assert entry["size"] > 0
+                assert entry["path"] == f"{shard}/{entry['name']}.db"
+                backed_up = condition_of(kind_cluster, ns, shard, "BackedUp")
+                assert (backed_up["status"], backed_up["reason"]) == ("True", "Succeeded")
+                assert (
+                    status["backup"]["lastRequest"]
+                    == (obj["metadata"]["annotations"][BACKUP_ANNOTATION])
+                )
+                _check_file(kind_cluster, ns, shard, entry)
+                figures[f"{shard} snapshot"] = {
+                    "seconds": entry["durationSeconds"],
+                    "bytes": entry["size"],
+                    "keys": entry["keys"],
+                    "cli seconds": round(took, 1),
+                }
+            # The shards were not touched: the same pods, no restart, every object there.
+            assert {s: _pod_state(kind_cluster, ns, s) for s in SHARDS} == running
+            assert data.verify(apis, "a backup of each shard") == []
+
+            listed = _cli(kind_cluster, "backups", "-n", ns)
+            log(f"kcp-shard-operator backups -n {ns}:\n{listed}")
+            assert all(f"\n{shard} " in "\n" + listed for shard in SHARDS)
+
+            scrape = operator_metrics(kind_cluster)
+            for shard in SHARDS:
+                labels = {"namespace": ns, "shard": shard}
+                last = scrape.value(
+                    "kcp_shard_operator_backup_last_success_timestamp_seconds", **labels
+                )
+                assert last is not None
+                assert abs(last - time.time()) < 600
+                size = scrape.value("kcp_shard_operator_backup_last_size_bytes", **labels)
+                assert size == figures[f"{shard} snapshot"]["bytes"]
+            succeeded = scrape.total(
+                "kcp_shard_operator_backups_total", trigger="OnDemand", outcome="Succeeded"
+            )
+            assert succeeded >= len(SHARDS)
+
+            # Figures: the root with more workspaces.
+            made = _more_workspaces(apis["root"], WORKSPACES)
+            printed = _cli(kind_cluster, "backup", "root", "-n", ns)
+            entries = shard_object(kind_cluster, ns, "root")["status"]["backups"]
+            assert len(entries) == 2
+            figures[f"root snapshot with {WORKSPACES} more workspaces"] = {
+                "seconds": entries[0]["durationSeconds"],
+                "bytes": entries[0]["size"],
+                "keys": entries[0]["keys"],
+                "workspaces made in seconds": round(made, 1),
+            }
+            _check_file(kind_cluster, ns, "root", entries[0])
+            assert {s: _pod_state(kind_cluster, ns, s) for s in SHARDS} == running
+            assert data.verify(apis, "a backup with more workspaces") == []
+        log(f"backup figures: {json.dumps(figures, indent=1)}")
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        (RESULTS / "backup.json").write_text(json.dumps(figures, indent=1) + "\n")
+    except BaseException:
+        print(describe_failure(kind_cluster, ns))
+        raise
