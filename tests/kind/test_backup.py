@@ -5,7 +5,11 @@ shard, verified by the operator and again here (``etcdutl snapshot status`` and 
 file on the claim), listed in the status and by ``kcp-shard-operator backups``, counted in the
 metrics. The shard is untouched by the backup: the same pods, no restart, every object there.
 Then the figures: a backup of the root with ``BACKUP_WORKSPACES`` (default 100) more
-workspaces, its duration and size, written to ``bench/results/backup.json``.
+workspaces, its duration and size. Last, the restore docs/backups.md describes (operator and
+shards stopped, ``etcdutl snapshot restore`` in a Job, the Deployments made again): both shards
+from their first backups, every object made before them back with its UID and content, the
+workspaces made after them gone, both shards Ready and DataVerified on the same data UID.
+The figures go to ``bench/results/backup.json``.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ import os
 import subprocess
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +37,8 @@ from tests.e2e.pki import Pki, shard_secrets
 from .durability import CLI, RESULTS, pki_kubeconfig, shard_apis
 from .kind import (
     OLD,
+    OPERATOR_NAMESPACE,
+    RELEASE,
     condition_of,
     describe_failure,
     kcp_namespace,
@@ -142,6 +149,82 @@ def _more_workspaces(api: ShardAPI, count: int) -> float:
     return time.monotonic() - started
 
 
+def _data_verified(cluster: Cluster, namespace: str, shard: str) -> bool:
+    return condition_of(cluster, namespace, shard, "DataVerified").get("status") == "True"
+
+
+def _restore_job(shard: str, path: str) -> dict[str, Any]:
+    """The Job of docs/backups.md, Restore."""
+    script = (
+        "cd /var/lib/kcp/etcd-server\n"
+        f"/busybox sha256sum /backups/{path}\n"
+        f"/etcdutl snapshot restore /backups/{path} --data-dir restore.tmp "
+        "--name default --initial-cluster default=https://localhost:2380 "
+        "--initial-advertise-peer-urls https://localhost:2380\n"
+        "/busybox mv member member.before-restore-$(/busybox date +%s)\n"
+        "/busybox mv restore.tmp/member member\n"
+        "/busybox rmdir restore.tmp\n"
+    )
+    container = {
+        "name": "restore",
+        "image": DEFAULT_BACKUP_IMAGE,
+        "command": ["/busybox", "sh", "-ec", script],
+        "volumeMounts": [
+            {"name": "data", "mountPath": "/var/lib/kcp"},
+            {"name": "backups", "mountPath": "/backups", "readOnly": True},
+        ],
+    }
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": f"restore-{shard}"},
+        "spec": {
+            "backoffLimit": 0,
+            "template": {
+                "spec": {
+                    "restartPolicy": "Never",
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 65532, "fsGroup": 65532},
+                    "containers": [container],
+                    "volumes": [
+                        {
+                            "name": "data",
+                            "persistentVolumeClaim": {"claimName": f"{shard}-kcp-data"},
+                        },
+                        {"name": "backups", "persistentVolumeClaim": {"claimName": CLAIM}},
+                    ],
+                }
+            },
+        },
+    }
+
+
+def _restore(cluster: Cluster, namespace: str, backups: dict[str, dict[str, Any]]) -> float:
+    """Every shard of ``backups`` restored from its backup as docs/backups.md says; seconds
+    from stopping the operator to every shard Ready again."""
+    kubectl = cluster.kubectl
+    started = time.monotonic()
+    operator = ("-n", OPERATOR_NAMESPACE, f"deployment/{RELEASE}")
+    kubectl("scale", *operator, "--replicas=0")
+    for shard in backups:
+        kubectl("scale", "-n", namespace, f"deployment/{shard}-kcp", "--replicas=0")
+    wait_for(
+        lambda: not any(pods(cluster, namespace, shard) for shard in backups),
+        180, "the shards' pods gone", interval=2,
+    )  # fmt: skip
+    jobs = [_restore_job(shard, entry["path"]) for shard, entry in backups.items()]
+    kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(jobs))
+    for shard in backups:
+        kubectl(
+            "wait", "-n", namespace, "--for=condition=complete", f"job/restore-{shard}",
+            "--timeout=300s", timeout=320,
+        )  # fmt: skip
+        log(kubectl("logs", "-n", namespace, f"job/restore-{shard}"))
+        kubectl("delete", "-n", namespace, "deployment", f"{shard}-kcp")
+    kubectl("scale", *operator, "--replicas=1")
+    wait_version(cluster, namespace, tuple(backups), OLD, ROLL_TIMEOUT)
+    return time.monotonic() - started
+
+
 def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
     kind_cluster: Cluster, backup_namespace: str, tmp_path: Path
 ) -> None:
@@ -228,6 +311,15 @@ def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
             )
             assert succeeded >= len(SHARDS)
 
+            first = {
+                shard: shard_object(kind_cluster, ns, shard)["status"]["backups"][0]
+                for shard in SHARDS
+            }
+            data_uids = {
+                shard: shard_object(kind_cluster, ns, shard)["status"]["dataUID"]
+                for shard in SHARDS
+            }
+
             # Figures: the root with more workspaces.
             made = _more_workspaces(apis["root"], WORKSPACES)
             printed = _cli(kind_cluster, "backup", "root", "-n", ns)
@@ -242,6 +334,22 @@ def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
             _check_file(kind_cluster, ns, "root", entries[0])
             assert {s: _pod_state(kind_cluster, ns, s) for s in SHARDS} == running
             assert data.verify(apis, "a backup with more workspaces") == []
+
+            # The restore of both shards from their first backups.
+            figures["restore seconds (both shards, operator stopped to Ready)"] = round(
+                _restore(kind_cluster, ns, first), 1
+            )
+            assert data.verify(apis, "both shards restored from their first backups") == []
+            assert apis["root"].get(f"{WORKSPACES_PATH}/bulk-0000") is None
+            for shard in SHARDS:
+                wait_for(
+                    partial(_data_verified, kind_cluster, ns, shard),
+                    120, f"{shard} DataVerified after the restore", interval=3,
+                )  # fmt: skip
+                verified = condition_of(kind_cluster, ns, shard, "DataVerified")
+                assert verified["status"] == "True", verified
+                status = shard_object(kind_cluster, ns, shard)["status"]
+                assert status["dataUID"] == data_uids[shard] == first[shard]["dataUID"]
         log(f"backup figures: {json.dumps(figures, indent=1)}")
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "backup.json").write_text(json.dumps(figures, indent=1) + "\n")

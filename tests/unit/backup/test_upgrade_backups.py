@@ -100,3 +100,16 @@ def test_plan_shows_the_snapshot_step_before_the_root_rolls() -> None:
     assert any(
         note.startswith("snapshot first: before the first pod of kcp 0.28") for note in step.notes
     )
+
+
+def test_a_refused_downgrade_names_the_backup_taken_before_the_upgrade() -> None:
+    running = render_shard(root("0.28.0", "0.28.0"), None, RELEASE)
+    observed: dict[str, JSON | None] = {o["kind"]: o for o in running.objects}
+    entry = {**before_upgrade("0.28"), "kcpVersion": "0.27.1", "claim": "backups", "path": "p"}
+    decision = plan(root("0.27.1", "0.28.0", entry), None, observed, RELEASE)
+    assert decision.error_reason == "DowngradeRefused"
+    assert "Backup b (BeforeUpgrade, 2026-12-07T11:00:00Z, kcp 0.27.1)" in (decision.error or "")
+    assert "then start kcp 0.27.1" in (decision.error or "")
+    bare = plan(root("0.27.1", "0.28.0"), None, observed, RELEASE)
+    assert bare.error_reason == "DowngradeRefused"
+    assert "Backup" not in (bare.error or "")

@@ -30,7 +30,7 @@ from kcp_shard_operator.core.shard.claim import (
 from kcp_shard_operator.core.shard.names import child_name
 from kcp_shard_operator.core.shard.render import render_shard
 from kcp_shard_operator.core.shard.spec import Shard
-from kcp_shard_operator.core.shard.upgradebackup import WAITING_FOR_BACKUPS
+from kcp_shard_operator.core.shard.upgradebackup import WAITING_FOR_BACKUPS, way_back
 from kcp_shard_operator.core.status.conditions import (
     CACHE_SERVER_NOT_FOUND,
     READY,
@@ -127,8 +127,10 @@ def identity_source_down(
 
 
 def refused_downgrade(shard: Shard, deployment: JSON | None) -> str | None:
-    """:func:`downgrade_refusal` of ``shard``."""
-    return downgrade_refusal("shard", shard.spec.kcp_version, deployment, child_name(shard))
+    """:func:`downgrade_refusal` of ``shard``, naming the backup that is the way back."""
+    refusal = downgrade_refusal("shard", shard.spec.kcp_version, deployment, child_name(shard))
+    backup = way_back(shard) if refusal is not None else None
+    return refusal if backup is None else f"{refusal}. {backup}"
 
 
 def plan(

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from kcp_shard_operator.core.backup.record import BACKED_UP, upgrade_backup
+from kcp_shard_operator.core.backup.record import BACKED_UP, entries, upgrade_backup
+from kcp_shard_operator.core.kcp.versions import parse_or_none
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import condition
 
@@ -60,3 +61,22 @@ def waiting_for_backups(root: Shard, installation: Collection[Shard]) -> str | N
         f"kcp {root.spec.version} is a new minor release: before its first pod starts, every "
         f"shard of the installation is backed up; waiting for {' and '.join(parts)}"
     )
+
+
+def way_back(shard: Shard) -> str | None:
+    """The newest verified backup of ``shard`` taken with the kcp minor release its spec asks
+    for (the one before the upgrade it would undo), as a sentence for ``DowngradeRefused``."""
+    wanted = shard.spec.kcp_version
+    for entry in entries(shard.status):
+        version = parse_or_none(str(entry.get("kcpVersion", "")))
+        if version is None or version.minor_release != wanted.minor_release:
+            continue
+        return (
+            f"Backup {entry.get('name')} ({entry.get('trigger')}, {entry.get('time')}, kcp "
+            f"{version}) on PersistentVolumeClaim {entry.get('claim')} at {entry.get('path')} is "
+            "the way back: restore it as the documentation's Backups page, Restore, says "
+            "(etcdutl snapshot restore into the shard's etcd-server/member with the shard "
+            "stopped), then start kcp "
+            f"{version}"
+        )
+    return None
