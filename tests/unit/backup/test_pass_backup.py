@@ -8,11 +8,14 @@ import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
+from prometheus_client import generate_latest
+
 from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
 from kcp_shard_operator.core.shard.meta import selector_labels
 from kcp_shard_operator.kube.client import Ran
+from testkit.operator_metrics import parse
 from tests.conftest import NO_PKI, make, shard_object
 from tests.fake_kube import Effects, FakeKube, context, respec, run, settle, watched
 from tests.unit.backup.test_snapshot import DF, ENDPOINT_STATUS, SNAPSHOT_STATUS
@@ -233,3 +236,33 @@ def test_a_minor_upgrade_waits_for_the_backup_taken_before_it() -> None:
     template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
     assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
     assert len(sidecar.tools()) == 7
+
+
+def test_the_schedule_takes_a_backup_once_its_time_has_come() -> None:
+    sidecar = Sidecar()
+    kube = FakeKube(shard_object(**NO_PKI, backup={**BACKUP, "schedule": "0 * * * *"}), CLAIM)
+    ctx = context(kube)
+    kube.containers = sidecar
+    ctx.wall_clock = lambda: NOW
+    settle(ctx, kube, "root")
+    watched(ctx, pod())
+    run(ctx, "root")
+    assert status(kube, "root")["backup"]["nextScheduledTime"] == "2026-12-07T12:00:00Z"
+    assert sidecar.ran == []
+    ctx.wall_clock = lambda: NOW.replace(hour=12, minute=0, second=30)
+    run(ctx, "root")
+    run(ctx, "root")
+    (entry,) = status(kube, "root")["backups"]
+    assert entry["trigger"] == "Scheduled"
+    assert status(kube, "root")["backup"]["nextScheduledTime"] == "2026-12-07T13:00:00Z"
+    scrape = parse(generate_latest(ctx.metrics.registry).decode())
+    labels = {"namespace": "ns", "shard": "root"}
+    assert scrape.value("kcp_shard_operator_backup_last_size_bytes", **labels) == 1323040
+    assert scrape.value("kcp_shard_operator_backups_kept", **labels) == 1
+    last = datetime.datetime(2026, 12, 7, 12, 0, 30, tzinfo=datetime.UTC).timestamp()
+    found = scrape.value("kcp_shard_operator_backup_last_success_timestamp_seconds", **labels)
+    assert found == last
+    assert (
+        scrape.value("kcp_shard_operator_backups_total", trigger="Scheduled", outcome="Succeeded")
+        == 1
+    )

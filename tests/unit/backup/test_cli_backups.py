@@ -1,0 +1,48 @@
+"""``kcp-shard-operator backups``: the table of the backups the statuses list."""
+
+from __future__ import annotations
+
+from kcp_shard_operator.cli.backup import rows, table
+
+
+def test_the_table_lists_each_shards_backups_newest_first() -> None:
+    entry = {
+        "name": "root-20261207T120000Z",
+        "time": "2026-12-07T12:00:00Z",
+        "trigger": "Scheduled",
+        "kcpVersion": "0.27.1",
+        "size": 1323040,
+        "keys": 249,
+        "claim": "kcp-backups",
+        "path": "root/root-20261207T120000Z.db",
+    }
+    older = {**entry, "name": "root-1", "time": "2026-12-06T12:00:00Z"}
+    shards = [
+        {"metadata": {"name": "root"}, "status": {"backups": [entry, older]}},
+        {"metadata": {"name": "shard-1"}, "status": {}},
+    ]
+    lines = table(rows(shards)).splitlines()
+    assert lines[0].split() == [
+        "SHARD",
+        "NAME",
+        "TIME",
+        "TRIGGER",
+        "KCP",
+        "SIZE",
+        "KEYS",
+        "CLAIM",
+        "PATH",
+    ]
+    assert lines[1].split() == [
+        "root",
+        "root-20261207T120000Z",
+        "2026-12-07T12:00:00Z",
+        "Scheduled",
+        "0.27.1",
+        "1323040",
+        "249",
+        "kcp-backups",
+        "root/root-20261207T120000Z.db",
+    ]
+    assert lines[2].split()[1] == "root-1"
+    assert len(lines) == 3
