@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kcp_shard_operator.cli.backup import rows, table
+from kcp_shard_operator.core.api.model import JSON
 
 
 def test_the_table_lists_each_shards_backups_newest_first() -> None:
@@ -17,7 +18,7 @@ def test_the_table_lists_each_shards_backups_newest_first() -> None:
         "path": "root/root-20261207T120000Z.db",
     }
     older = {**entry, "name": "root-1", "time": "2026-12-06T12:00:00Z"}
-    shards = [
+    shards: list[JSON] = [
         {"metadata": {"name": "root"}, "status": {"backups": [entry, older]}},
         {"metadata": {"name": "shard-1"}, "status": {}},
     ]
