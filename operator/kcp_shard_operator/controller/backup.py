@@ -145,7 +145,7 @@ def take(
     backup = shard.spec.backup
     assert backup is not None
     claim = backup.claim_ref.name
-    started, clock = ctx.wall_clock(), time.monotonic()
+    started = ctx.wall_clock()
     name = backup_name(shard.name, started)
     path = backup_path(shard.name, name)
 
@@ -178,6 +178,7 @@ def take(
         if room is not None:
             return finished(failure=room)
         run(snapshot.make_directory(shard.name), "mkdir")
+        clock = time.monotonic()
         saved = ctx.kube.run_in_container(
             shard.namespace, pod, CONTAINER, snapshot.save(ETCD_DIRECTORY, path)
         )
