@@ -34,7 +34,7 @@ from testkit.tools import HACK, log, run_visible
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
-from .durability import CLI, RESULTS, pki_kubeconfig, shard_apis
+from .durability import CLI, OPERATOR_SELECTOR, RESULTS, pki_kubeconfig, shard_apis
 from .kind import (
     OLD,
     OPERATOR_NAMESPACE,
@@ -43,6 +43,7 @@ from .kind import (
     describe_failure,
     kcp_namespace,
     operator_metrics,
+    pod_ready,
     pods,
     shard_object,
     shard_spec,
@@ -200,11 +201,39 @@ def _restore_job(shard: str, path: str) -> dict[str, Any]:
 
 def _restore(cluster: Cluster, namespace: str, backups: dict[str, dict[str, Any]]) -> float:
     """Every shard of ``backups`` restored from its backup as docs/backups.md says; seconds
-    from stopping the operator to every shard Ready again."""
+    from stopping the operator to every shard Ready again. The operator runs again after it,
+    also when a step failed (the namespace's teardown needs it)."""
     kubectl = cluster.kubectl
     started = time.monotonic()
     operator = ("-n", OPERATOR_NAMESPACE, f"deployment/{RELEASE}")
     kubectl("scale", *operator, "--replicas=0")
+    try:
+        _restore_stopped(cluster, namespace, backups)
+    finally:
+        kubectl("scale", *operator, "--replicas=1")
+    # The Shards' statuses still say Ready from before: wait for the new pods themselves.
+    wait_for(
+        lambda: all(_serving(cluster, namespace, shard) for shard in backups),
+        ROLL_TIMEOUT, "a ready pod of each restored shard", interval=2,
+    )  # fmt: skip
+    wait_version(cluster, namespace, tuple(backups), OLD, ROLL_TIMEOUT)
+    return time.monotonic() - started
+
+
+def _serving(cluster: Cluster, namespace: str, shard: str) -> bool:
+    found = pods(cluster, namespace, shard)
+    return bool(found) and all(pod_ready(pod) for pod in found)
+
+
+def _restore_stopped(cluster: Cluster, namespace: str, backups: dict[str, dict[str, Any]]) -> None:
+    """The restore's steps while the operator is scaled to zero."""
+    kubectl = cluster.kubectl
+    # Its pod goes first: until then it would bring the shards' replicas back.
+    wait_for(
+        lambda: not kubectl("get", "pods", "-n", OPERATOR_NAMESPACE, "-l", OPERATOR_SELECTOR,
+                            "-o", "name").strip(),
+        120, "the operator's pod gone", interval=2,
+    )  # fmt: skip
     for shard in backups:
         kubectl("scale", "-n", namespace, f"deployment/{shard}-kcp", "--replicas=0")
     wait_for(
@@ -220,9 +249,6 @@ def _restore(cluster: Cluster, namespace: str, backups: dict[str, dict[str, Any]
         )  # fmt: skip
         log(kubectl("logs", "-n", namespace, f"job/restore-{shard}"))
         kubectl("delete", "-n", namespace, "deployment", f"{shard}-kcp")
-    kubectl("scale", *operator, "--replicas=1")
-    wait_version(cluster, namespace, tuple(backups), OLD, ROLL_TIMEOUT)
-    return time.monotonic() - started
 
 
 def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
