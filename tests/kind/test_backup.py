@@ -9,6 +9,8 @@ workspaces, its duration and size. Last, the restore docs/backups.md describes (
 shards stopped, ``etcdutl snapshot restore`` in a Job, the Deployments made again): both shards
 from their first backups, every object made before them back with its UID and content, the
 workspaces made after them gone, both shards Ready and DataVerified on the same data UID.
+Then a schedule (every minute) with ``retention.keep: 1`` on the restored shard-1: a scheduled
+backup is taken and the listed one's file is removed from the claim.
 The figures go to ``bench/results/backup.json``.
 """
 
@@ -148,6 +150,11 @@ def _more_workspaces(api: ShardAPI, count: int) -> float:
             },
         )
     return time.monotonic() - started
+
+
+def _scheduled_only(cluster: Cluster, namespace: str, shard: str) -> bool:
+    backups = (shard_object(cluster, namespace, shard).get("status") or {}).get("backups") or []
+    return len(backups) == 1 and backups[0].get("trigger") == "Scheduled"
 
 
 def _data_verified(cluster: Cluster, namespace: str, shard: str) -> bool:
@@ -376,6 +383,27 @@ def test_a_backup_of_a_running_shard_is_verified_and_leaves_it_untouched(
                 assert verified["status"] == "True", verified
                 status = shard_object(kind_cluster, ns, shard)["status"]
                 assert status["dataUID"] == data_uids[shard] == first[shard]["dataUID"]
+
+            # A schedule on the restored shard-1, with retention keeping one backup: the
+            # scheduled backup replaces the listed one, whose file goes from the claim.
+            running = {"shard-1": _pod_state(kind_cluster, ns, "shard-1")}
+            scheduled = {"backup": {**backup["backup"], "schedule": "* * * * *",
+                                    "retention": {"keep": 1}}}  # fmt: skip
+            kubectl("patch", "shard", "shard-1", "-n", ns, "--type=merge", "-p",
+                    json.dumps({"spec": scheduled}))  # fmt: skip
+            wait_for(
+                partial(_scheduled_only, kind_cluster, ns, "shard-1"),
+                BACKUP_TIMEOUT, "a scheduled backup of shard-1, the only one listed", interval=3,
+            )  # fmt: skip
+            (latest,) = shard_object(kind_cluster, ns, "shard-1")["status"]["backups"]
+            _check_file(kind_cluster, ns, "shard-1", latest)
+            (pod,) = _pod_state(kind_cluster, ns, "shard-1")
+            listed = _in_sidecar(kind_cluster, ns, pod, "/busybox", "ls", "/backups/shard-1")
+            log(f"/backups/shard-1 after retention: {listed.split()}")
+            assert f"{latest['name']}.db" in listed.split()
+            assert f"{first['shard-1']['name']}.db" not in listed.split()
+            assert {"shard-1": _pod_state(kind_cluster, ns, "shard-1")} == running
+            assert data.verify(apis, "a scheduled backup and retention") == []
         log(f"backup figures: {json.dumps(figures, indent=1)}")
         RESULTS.mkdir(parents=True, exist_ok=True)
         (RESULTS / "backup.json").write_text(json.dumps(figures, indent=1) + "\n")
