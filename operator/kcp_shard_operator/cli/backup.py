@@ -1,5 +1,6 @@
-"""``kcp-shard-operator backup`` and ``backups``: ask the operator for a backup of a Shard now
-and wait for its outcome; list the verified backups the Shards' statuses record.
+"""``kcp-shard-operator backup``, ``backups`` and ``restore``: ask the operator for a backup of a
+Shard now and wait for its outcome; list the verified backups the Shards' statuses record;
+ask the operator to restore a Shard from one of them and wait until it is done.
 
 ``backup`` sets the annotation the operator answers (kcpshard.dev/backup) to a new value and
 waits until the status says it handled that value; the snapshot itself is the operator's.
@@ -11,12 +12,14 @@ import argparse
 import datetime
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from kcp_shard_operator.cli.options import add_cluster_options, cluster_credentials
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.record import BACKED_UP
+from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
 from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
 from kcp_shard_operator.core.status.conditions import condition
 from kcp_shard_operator.kube import credentials
@@ -25,6 +28,7 @@ from kcp_shard_operator.kube.kubeconfig import CredentialsError
 
 DEFAULT_NAMESPACE = "default"
 POLL_SECONDS = 2.0
+ENDED = ("Done", "Failed", "Refused")
 COLUMNS = ("SHARD", "NAME", "TIME", "TRIGGER", "KCP", "SIZE", "KEYS", "CLAIM", "PATH")
 
 
@@ -67,6 +71,33 @@ writes:
     _namespace(listing)
     add_cluster_options(listing)
     listing.set_defaults(handler=run_backups)
+
+    restore = commands.add_parser(
+        "restore",
+        help="restore a Shard in place from one of its backups and wait for it",
+        description="Ask the operator to restore the Shard's embedded etcd from one of its "
+        "verified backups (status.backups): it stops the shard, restores the backup into its "
+        "claim with a Job (the replaced data kept aside on the claim), and starts the kcp "
+        "version the backup was taken with, which spec.version must name already. Everything "
+        "the shard stored after the backup is replaced.",
+        epilog=f"""reads:
+  the cluster ({credentials.SOURCES}): the Shard NAME and its status
+writes:
+  the annotation {RESTORE_ANNOTATION} of the Shard (the backup's name)
+exit codes:
+  0  restored: kcp runs on the backup's data
+  1  refused or failed (the condition Restored's message), or no end in --timeout""",
+    )
+    restore.add_argument("shard", metavar="NAME", help="name of the Shard")
+    restore.add_argument(
+        "--backup", required=True, help="name of the backup (kcp-shard-operator backups)"
+    )
+    _namespace(restore)
+    restore.add_argument(
+        "--timeout", type=float, default=900.0, help="seconds to wait for the end (default: 900)"
+    )
+    add_cluster_options(restore)
+    restore.set_defaults(handler=run_restore)
 
 
 def _namespace(parser: argparse.ArgumentParser) -> None:
@@ -164,3 +195,51 @@ def run_backup(args: argparse.Namespace) -> int:
         raise SystemExit(f"error: {backed_up.get('reason')}: {backed_up.get('message')}")
     sys.stdout.write(table(rows([obj])[:1]))
     return 0
+
+
+def run_restore(args: argparse.Namespace) -> int:
+    kube, namespace = _connect(args)
+    try:
+        obj = _shard(kube, namespace, args.shard)
+        restore = (obj.get("status") or {}).get("restore") or {}
+        if restore.get("request") == args.backup:
+            # The annotation answers each value once: clear it so that it asks again.
+            kube.annotate(
+                SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {RESTORE_ANNOTATION: None}
+            )
+            _wait(
+                kube, namespace, args.shard, args.timeout, lambda r: r.get("request") != args.backup
+            )
+        kube.annotate(
+            SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {RESTORE_ANNOTATION: args.backup}
+        )
+        ended = _wait(
+            kube,
+            namespace,
+            args.shard,
+            args.timeout,
+            lambda r: r.get("request") == args.backup and r.get("phase") in ENDED,
+        )
+    except APIError as err:
+        raise SystemExit(f"error: {error_message(err)}") from None
+    if ended.get("phase") != "Done":
+        raise SystemExit(f"error: restore {ended.get('phase')}: {ended.get('message')}")
+    sys.stdout.write(f"{ended.get('message')}\n")
+    return 0
+
+
+def _wait(
+    kube: Kube, namespace: str, name: str, timeout: float, done: Callable[[JSON], bool]
+) -> JSON:
+    """``status.restore`` of the Shard once ``done`` says so."""
+    deadline = time.monotonic() + timeout
+    while True:
+        restore = (_shard(kube, namespace, name).get("status") or {}).get("restore") or {}
+        if done(restore):
+            return dict(restore)
+        if time.monotonic() > deadline:
+            raise SystemExit(
+                f"error: the restore of {name} did not end within {timeout:.0f} s "
+                f"(status.restore: {restore.get('phase')}: {restore.get('message')})"
+            )
+        time.sleep(POLL_SECONDS)

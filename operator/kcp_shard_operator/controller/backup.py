@@ -22,6 +22,7 @@ from kcp_shard_operator.core.backup.record import (
     Request,
     backup_name,
     backup_path,
+    bookkeeping,
     condition_of,
     entries,
     expired,
@@ -79,7 +80,9 @@ def backup_conditions(ctx: Context, shard: Shard, claim: JSON | None) -> list[Co
 
 
 def with_outcome(ctx: Context, shard: Shard, status: JSON) -> tuple[JSON, Outcome | None]:
-    """``status`` with the finished backup waiting in the context, and that outcome."""
+    """``status`` with its schedule on the context's clock and the finished backup waiting in
+    the context folded in; and that outcome."""
+    status = bookkeeping(shard.spec.backup, status, shard.status, format_time(ctx.wall_clock()))
     outcome = ctx.backup_outcomes.get(_key(shard))
     if outcome is None or shard.spec.backup is None:
         return status, None

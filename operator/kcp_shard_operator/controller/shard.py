@@ -35,11 +35,14 @@ from kcp_shard_operator.controller.reads import (
     root_of,
     virtual_workspaces_of,
 )
+from kcp_shard_operator.controller.restore import advance, begin
+from kcp_shard_operator.controller.restore import conditions as restore_conditions
+from kcp_shard_operator.controller.restore import recorded as with_restore
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.installation.steps import container_args
 from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
-from kcp_shard_operator.core.shard.claim import Storage, claim_name
+from kcp_shard_operator.core.shard.claim import Storage, claim_name, runs_on_empty_dir, storage_of
 from kcp_shard_operator.core.shard.names import audit_policy_name, child_name
 from kcp_shard_operator.core.shard.pki import with_issued
 from kcp_shard_operator.core.shard.plan import plan
@@ -179,6 +182,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         ctx.announce(obj, issued)
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
+    restore = begin(
+        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now()
+    )
     upgrade_to = minor_upgrade_target(shard if root is None else root)
     backups_missing = (
         waiting_for_backups(shard, installation(ctx, namespace, shard.name))
@@ -196,6 +202,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         cache,
         backup_claim_found=backup_claim is not None,
         waiting_for_backups=backups_missing,
+        restoring=restore.phase,
     )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:
@@ -206,7 +213,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         failures += delete_pdb(ctx, pdb)
     deployment = observed.get("Deployment")
     rolled_out = deployment is not None and rollout_complete(deployment)
-    shard_pods = pods(ctx, shard) if shard.spec.backup is not None or not rolled_out else []
+    watched_pods = shard.spec.backup is not None or restore.phase is not None or not rolled_out
+    shard_pods = pods(ctx, shard) if watched_pods else []
+    root_name = shard.spec.root_shard_ref.name if shard.spec.root_shard_ref else None
+    restore = advance(ctx, shard, obj, restore, root_name, deployment, shard_pods, now(), logger)
     serving = (
         ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
     )
@@ -231,15 +241,20 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         missing_children=[
             f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
         ],
-        extra_conditions=backup_conditions(ctx, shard, backup_claim),
+        extra_conditions=[
+            *backup_conditions(ctx, shard, backup_claim),
+            *restore_conditions(shard, restore),
+        ],
     )
     status = shard_status(shard, seen, now())
     cleaned = clean_identity_cache(ctx, replace(shard, status=status), logger, again)
     if cleaned is not None:
         extra = [*seen.extra_conditions, cleaned]
         status = shard_status(shard, replace(seen, extra_conditions=extra), now())
+    status = with_restore(status, shard, restore)
     status, recorded = with_outcome(ctx, shard, status)
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
-    start_due(ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again)
+    if restore.phase is None:
+        start_due(ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again)
     return degraded_reason(status)

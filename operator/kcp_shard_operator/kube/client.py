@@ -44,6 +44,7 @@ from kcp_shard_operator.kube.kubeconfig import CredentialsError
 PLURALS = {
     "ConfigMap": "configmaps",
     "Deployment": "deployments",
+    "Job": "jobs",
     "NetworkPolicy": "networkpolicies",
     "PersistentVolumeClaim": "persistentvolumeclaims",
     "PodDisruptionBudget": "poddisruptionbudgets",

@@ -106,6 +106,11 @@ READS_AND_WRITES = {
         "writes: the annotation kcpshard.dev/backup of the Shard",
         "1 it failed (the condition BackedUp's reason and message), or no answer in --timeout",
     ],
+    "restore": [
+        "the Shard NAME and its status",
+        "writes: the annotation kcpshard.dev/restore of the Shard",
+        "1 refused or failed",
+    ],
     "backups": [
         "the Shard NAME, or every Shard of the namespace",
         "writes: the table on stdout; nothing in the cluster",

@@ -19,6 +19,7 @@ from kcp_shard_operator.constants import (
 )
 from kcp_shard_operator.core.api.model import JSON, object_schema
 from kcp_shard_operator.core.backup.record import status_schema as backup_status_schema
+from kcp_shard_operator.core.backup.restore import status_schema as restore_status_schema
 from kcp_shard_operator.core.cacheserver import spec as cachespec
 from kcp_shard_operator.core.frontproxy import spec as frontproxyspec
 from kcp_shard_operator.core.kcp.serverspec import NAME_PATTERN, max_name_length
@@ -163,6 +164,7 @@ def status_schema() -> JSON:
             },
             "conditions": _conditions_schema(),
             **backup_status_schema(),
+            **restore_status_schema(),
         },
     }
 

@@ -6,6 +6,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field, replace
 
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.backup.restore import STOPPED, Phase
 from kcp_shard_operator.core.cacheserver.spec import CacheServer
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.kcp.secretkeys import absent_secrets, missing_keys
@@ -144,6 +145,7 @@ def plan(
     cache: CacheServer | None = None,
     backup_claim_found: bool = True,
     waiting_for_backups: str | None = None,
+    restoring: Phase | None = None,
 ) -> Plan:
     """Decide the pass for ``shard``; ``observed`` maps kind -> current child or None;
     ``storage_classes`` are the cluster's StorageClasses by name (None: not known);
@@ -151,9 +153,16 @@ def plan(
     CacheServer of ``spec.cache.serverRef`` (None: not found); ``backup_claim_found`` whether
     the claim of ``spec.backup`` exists (the pod gets the backup sidecar only then);
     ``waiting_for_backups`` why a root must not move to a new minor release yet
-    (:mod:`upgradebackup`)."""
+    (:mod:`upgradebackup`); ``restoring`` the phase of a restore going on: the shard is
+    stopped (zero replicas) while its data is restored, then starts the backup's version,
+    which no refusal or wait holds back."""
     deployment = observed.get("Deployment")
     on_empty_dir = runs_on_empty_dir(deployment)
+    if restoring in STOPPED:
+        # Stopped at the version it runs: a failed restore leaves its data, and it starts
+        # again on it at that version.
+        stopped = held_at_running_version(shard, deployment) or shard
+        shard = replace(stopped, spec=replace(stopped.spec, replicas=0))
     if not shard.spec.is_root and root is None:
         return _without_root(shard, deprecating_release, secret_revisions, on_empty_dir)
     server_ref = shard.spec.cache.server_ref
@@ -174,8 +183,10 @@ def plan(
         )
     except SpecError as err:
         return Plan(error=str(err))
-    refusal = refused_downgrade(shard, deployment)
+    refusal = None if restoring is not None else refused_downgrade(shard, deployment)
     waiting, waiting_reason = None, WAITING_FOR_ROOT_SHARD
+    if restoring is not None:
+        cache, root, waiting_for_backups = None, None, None
     if refusal is None and cache is not None:
         waiting = waiting_for_cache_server(shard, cache, deployment)
         waiting_reason = WAITING_FOR_CACHE_SERVER

@@ -73,10 +73,8 @@ def way_back(shard: Shard) -> str | None:
             continue
         return (
             f"Backup {entry.get('name')} ({entry.get('trigger')}, {entry.get('time')}, kcp "
-            f"{version}) on PersistentVolumeClaim {entry.get('claim')} at {entry.get('path')} is "
-            "the way back: restore it as the documentation's Backups page, Restore, says "
-            "(etcdutl snapshot restore into the shard's etcd-server/member with the shard "
-            "stopped), then start kcp "
-            f"{version}"
+            f"{version}) is the way back: with spec.version at {version}, "
+            f"kcp-shard-operator restore {shard.name} -n {shard.namespace} --backup "
+            f"{entry.get('name')} restores the shard from it (annotation kcpshard.dev/restore)"
         )
     return None

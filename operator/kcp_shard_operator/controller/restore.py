@@ -1,0 +1,148 @@
+"""A Shard restored in place from one of its backups (annotation ``kcpshard.dev/restore``):
+each pass reads where the restore stands, lets the planner stop or start the shard, and moves
+it on: the Job once no pod is left, the start once the Job succeeded, done once the backup's
+version has rolled out. See :mod:`kcp_shard_operator.core.backup.restore`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.restore import (
+    Phase,
+    backup_entry,
+    condition_of,
+    current,
+    in_progress,
+    moved,
+    refusal,
+    refused,
+    requested,
+    started,
+)
+from kcp_shard_operator.core.shard.claim import Storage
+from kcp_shard_operator.core.shard.restore import restore_job, restore_job_name
+from kcp_shard_operator.core.shard.spec import Shard
+from kcp_shard_operator.core.status.conditions import Condition
+from kcp_shard_operator.core.status.deployments import deployed_version, rollout_complete
+from kcp_shard_operator.core.status.events import Event
+from kcp_shard_operator.kube.client import APIError, error_message
+
+
+@dataclass(frozen=True)
+class Restore:
+    """Where a restore stands in this pass: the phase the planner follows (None: none goes
+    on) and ``status.restore`` as it is to be written (None: leave it as it is)."""
+
+    phase: Phase | None
+    record: JSON | None
+
+
+def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
+    """A restore going on, one the annotation asks for now, or none."""
+    status = shard.status
+    phase = in_progress(status)
+    if phase is not None:
+        return Restore(phase, None)
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    name = requested(annotations, status)
+    if name is None:
+        return Restore(None, None)
+    why = refusal(status, name, shard.spec.version, storage is Storage.CLAIM)
+    if why is not None or shard.spec.backup is None:
+        return Restore(None, refused(name, why or "spec.backup is not set", now))
+    entry = backup_entry(status, name)
+    assert entry is not None
+    return Restore(Phase.STOPPING, started(name, entry, now))
+
+
+def advance(
+    ctx: Context,
+    shard: Shard,
+    obj: JSON,
+    restore: Restore,
+    root_name: str | None,
+    deployment: JSON | None,
+    pods: list[JSON],
+    now: str,
+    logger: Logger,
+) -> Restore:
+    """The restore moved on by what this pass saw (its Job applied when the shard has
+    stopped, its outcome read, the start seen through)."""
+    if restore.phase is None:
+        return restore
+    record = restore.record or current(shard.status)
+    name = str(record.get("backup"))
+    entry = backup_entry(shard.status, name) or {}
+    if restore.phase is Phase.STOPPING:
+        stopped = deployment is not None and not pods and _replicas(deployment) == 0
+        if not stopped:
+            return Restore(Phase.STOPPING, record)
+        job = restore_job(
+            shard, root_name, entry, restore_job_name(shard, name, str(record.get("started")))
+        )
+        try:
+            ctx.kube.apply(job)
+        except APIError as err:
+            return Restore(Phase.STOPPING, {**record, "message": f"the Job: {error_message(err)}"})
+        message = f"shard stopped; Job {job['metadata']['name']} restores backup {name}"
+        return Restore(
+            Phase.RESTORING,
+            {**moved(record, Phase.RESTORING, message, now), "job": job["metadata"]["name"]},
+        )
+    if restore.phase is Phase.RESTORING:
+        job_name = str(record.get("job"))
+        try:
+            found = ctx.kube.get("batch/v1", "Job", shard.namespace, job_name)
+        except APIError:
+            return Restore(Phase.RESTORING, record)
+        state = (found or {}).get("status") or {}
+        if state.get("succeeded"):
+            message = f"backup {name} restored; starting kcp {shard.spec.version} on it"
+            ctx.announce(obj, Event("Normal", "Restoring", message))
+            return Restore(Phase.STARTING, moved(record, Phase.STARTING, message, now))
+        if state.get("failed") or found is None:
+            message = (
+                f"Job {job_name} failed (kubectl logs -n {shard.namespace} job/{job_name}); the "
+                "shard's data was not replaced and it starts again on it"
+            )
+            ctx.announce(obj, Event("Warning", "RestoreFailed", message))
+            return Restore(None, moved(record, Phase.FAILED, message, now))
+        return Restore(Phase.RESTORING, record)
+    if rollout_complete(deployment) and deployed_version(deployment) == shard.spec.version:
+        message = (
+            f"backup {name} of {entry.get('time')} restored; kcp {shard.spec.version} runs on it"
+        )
+        logger.info("%s: %s", shard.name, message)
+        ctx.announce(obj, Event("Normal", "Restored", message))
+        return Restore(None, moved(record, Phase.DONE, message, now))
+    return Restore(Phase.STARTING, record)
+
+
+def _replicas(deployment: JSON) -> int:
+    spec = deployment.get("spec") or {}
+    status = deployment.get("status") or {}
+    return max(int(spec.get("replicas", 1) or 0), int(status.get("replicas", 0) or 0))
+
+
+def conditions(shard: Shard, restore: Restore) -> list[Condition]:
+    """``Restored`` when this pass has news of a restore."""
+    if restore.record is None:
+        return []
+    found = condition_of(restore.record)
+    return [] if found is None else [found]
+
+
+def recorded(status: JSON, shard: Shard, restore: Restore) -> JSON:
+    """``status`` with ``status.restore`` kept or updated; the backup's data UID once its data
+    is back (the probe then finds that UID again)."""
+    record = restore.record if restore.record is not None else current(shard.status)
+    if not record:
+        return status
+    status["restore"] = record
+    if restore.record is not None and record.get("phase") in (Phase.STARTING, Phase.DONE):
+        entry = backup_entry(shard.status, str(record.get("backup"))) or {}
+        if entry.get("dataUID"):
+            status["dataUID"] = entry["dataUID"]
+    return status

@@ -1,0 +1,142 @@
+"""A shard restored in place from one of its backups (pure): what the annotation asks, whether
+it may be done, and the phases it goes through.
+
+The phases, each advanced by a pass: ``Stopping`` (the Deployment at zero replicas, until no
+pod of the shard is left), ``Restoring`` (a Job runs ``etcdutl snapshot restore`` into the
+shard's claim and swaps etcd's member directory, the replaced one kept aside), ``Starting``
+(the Deployment at the backup's kcp version, which the downgrade refusal lets through), then
+``Done``; ``Failed`` when the Job failed (the member directory is swapped only after a
+complete restore, so the shard starts again on its own data); ``Refused`` when it may not be
+done. Each value of the annotation is answered once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.record import entries
+from kcp_shard_operator.core.status.conditions import Condition
+
+RESTORE_ANNOTATION = "kcpshard.dev/restore"
+"""Set to the name of a backup in ``status.backups`` to restore the shard from it."""
+RESTORED = "Restored"
+
+
+class Phase(StrEnum):
+    STOPPING = "Stopping"
+    RESTORING = "Restoring"
+    STARTING = "Starting"
+    DONE = "Done"
+    FAILED = "Failed"
+    REFUSED = "Refused"
+
+
+RUNNING = frozenset({Phase.STOPPING, Phase.RESTORING, Phase.STARTING})
+STOPPED = frozenset({Phase.STOPPING, Phase.RESTORING})
+
+
+def current(status: JSON | None) -> JSON:
+    return dict((status or {}).get("restore") or {})
+
+
+def in_progress(status: JSON | None) -> Phase | None:
+    """The phase of a restore going on, None when none is."""
+    phase = current(status).get("phase")
+    return Phase(phase) if phase in {p.value for p in RUNNING} else None
+
+
+def requested(annotations: JSON, status: JSON | None) -> str | None:
+    """The backup the annotation asks to restore, when that request is not answered yet."""
+    name = annotations.get(RESTORE_ANNOTATION)
+    if not name or in_progress(status) is not None:
+        return None
+    return None if current(status).get("request") == name else str(name)
+
+
+def backup_entry(status: JSON | None, name: str) -> JSON | None:
+    return next((entry for entry in entries(status) if entry.get("name") == name), None)
+
+
+def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -> str | None:
+    """Why the shard may not be restored from backup ``name``, or None."""
+    entry = backup_entry(status, name)
+    if entry is None:
+        return (
+            f"backup {name!r} ({RESTORE_ANNOTATION}) is not one of this shard's verified "
+            "backups (status.backups; kcp-shard-operator backups lists them): nothing done"
+        )
+    if not on_claim:
+        return "the shard does not keep its embedded etcd on its claim: nothing to restore into"
+    version = str(entry.get("kcpVersion"))
+    if version != spec_version:
+        return (
+            f"backup {name} was taken with kcp {version}, and the shard starts the version of "
+            f"its spec: set spec.version (and spec.image.tag, if set) to {version} with the "
+            "annotation; nothing done"
+        )
+    return None
+
+
+def started(name: str, entry: JSON, now: str) -> JSON:
+    """``status.restore`` of a restore that begins."""
+    return {
+        "request": name,
+        "backup": name,
+        "phase": Phase.STOPPING.value,
+        "started": now,
+        "message": (
+            f"restoring backup {name} of {entry.get('time')} (kcp {entry.get('kcpVersion')}): "
+            "everything the shard stored after it is replaced; the data it replaces stays on "
+            "the claim as etcd-server/member.before-restore-<time>. The shard is stopped"
+        ),
+    }
+
+
+def moved(record: JSON, phase: Phase, message: str, now: str) -> JSON:
+    """``record`` in ``phase``."""
+    out = {**record, "phase": phase.value, "message": message}
+    if phase not in RUNNING:
+        out["finished"] = now
+    return out
+
+
+def refused(name: str, why: str, now: str) -> JSON:
+    return {"request": name, "backup": name, "phase": Phase.REFUSED.value, "message": why,
+            "finished": now}  # fmt: skip
+
+
+def condition_of(record: JSON) -> Condition | None:
+    """``Restored``: Unknown while a restore goes on, True once done, False when refused or
+    failed; None without a restore."""
+    phase = record.get("phase")
+    if not phase:
+        return None
+    message = str(record.get("message", ""))
+    if phase == Phase.DONE:
+        return Condition(RESTORED, True, phase, message)
+    if phase in (Phase.FAILED, Phase.REFUSED):
+        return Condition(RESTORED, False, f"Restore{phase}", message)
+    return Condition(RESTORED, None, str(phase), message)
+
+
+def status_schema() -> JSON:
+    """The CRD schema of ``status.restore``."""
+    text = {"type": "string"}
+    return {
+        "restore": {
+            "type": "object",
+            "description": "The last restore (annotation kcpshard.dev/restore): the request "
+            "answered, the backup, its phase (Stopping, Restoring, Starting, Done, Failed, "
+            "Refused), when it started and finished, and what it did.",
+            "properties": {
+                "request": text,
+                "backup": text,
+                "phase": {"type": "string", "enum": [p.value for p in Phase]},
+                "started": {"type": "string", "format": "date-time"},
+                "finished": {"type": "string", "format": "date-time"},
+                "job": text,
+                "message": text,
+            },
+        }
+    }

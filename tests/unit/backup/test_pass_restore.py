@@ -1,0 +1,132 @@
+"""A pass over a Shard asked to restore a backup: refused without harm when it may not be done;
+else stopped, restored by a Job, started at the backup's version, DataVerified on its UID."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
+from tests.conftest import NO_PKI, shard_object
+from tests.fake_kube import Effects, FakeKube, context, respec, run, settle, watched
+from tests.unit.backup.test_pass_backup import BACKUP, CLAIM
+from tests.unit.controller.test_pass import condition, status
+
+ENTRY: JSON = {
+    "name": "root-20261207T110700Z",
+    "time": "2026-12-07T11:07:00Z",
+    "trigger": "BeforeUpgrade",
+    "kcpVersion": "0.27.1",
+    "claim": "backups",
+    "path": "root/root-20261207T110700Z.db",
+    "sha256": "ab" * 32,
+    "dataUID": "uid-of-the-backup",
+    "size": 10,
+}
+
+
+def deployment(kube: FakeKube) -> JSON:
+    found: JSON = kube.objects[("Deployment", "ns", "root-kcp")]
+    return found
+
+
+def ask(ctx: Any, kube: FakeKube, name: str) -> None:
+    obj = kube.objects[("Shard", "ns", "root")]
+    obj["metadata"]["annotations"] = {RESTORE_ANNOTATION: name}
+    watched(ctx, kube.put(obj))
+
+
+def upgraded() -> tuple[Any, FakeKube, Effects]:
+    """root at kcp 0.28.0 with the backup taken before its upgrade from 0.27.1."""
+    obj = shard_object(**NO_PKI, backup=BACKUP, version="0.28.0")
+    kube = FakeKube({**obj, "status": {"backups": [ENTRY], "dataUID": "uid-now"}}, CLAIM)
+    effects = Effects()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    return ctx, kube, effects
+
+
+def test_an_unknown_backup_or_another_version_is_refused_and_nothing_is_touched() -> None:
+    ctx, kube, _ = upgraded()
+    before = dict(deployment(kube))
+    ask(ctx, kube, "no-such-backup")
+    run(ctx, "root")
+    assert condition(kube, "root", "Restored") == ("False", "RestoreRefused")
+    assert "not one of this shard's verified backups" in status(kube, "root")["restore"]["message"]
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    assert condition(kube, "root", "Restored") == ("False", "RestoreRefused")
+    assert (
+        "set spec.version (and spec.image.tag, if set) to 0.27.1"
+        in (status(kube, "root")["restore"]["message"])
+    )
+    assert deployment(kube) == before
+    assert not [key for key in kube.objects if key[0] == "Job"]
+
+
+def test_a_restore_stops_restores_and_starts_the_backups_version() -> None:
+    ctx, kube, effects = upgraded()
+    respec(ctx, kube, "root", version="0.27.1")
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    # Stopping: zero replicas, no refusal of the downgrade.
+    assert deployment(kube)["spec"]["replicas"] == 0
+    assert status(kube, "root")["restore"]["phase"] == "Stopping"
+    assert condition(kube, "root", "Restored") == ("Unknown", "Stopping")
+    assert condition(kube, "root", "Degraded")[1] != "DowngradeRefused"
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    # Restoring: the Job, the shard still stopped.
+    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
+    job = kube.objects[job_key]
+    script = job["spec"]["template"]["spec"]["containers"][0]["command"][-1]
+    assert f"{'ab' * 32}  /backups/root/root-20261207T110700Z.db" in script
+    assert "--name default --initial-cluster default=https://localhost:2380" in script
+    volumes = job["spec"]["template"]["spec"]["volumes"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in volumes] == [
+        "root-kcp-data",
+        "backups",
+    ]
+    assert job["metadata"]["ownerReferences"][0]["name"] == "root"
+    assert status(kube, "root")["restore"]["phase"] == "Restoring"
+    assert deployment(kube)["spec"]["replicas"] == 0
+    kube.put({**job, "status": {"succeeded": 1}})
+    run(ctx, "root")
+    # Starting: the backup's version, its data UID recorded.
+    assert status(kube, "root")["restore"]["phase"] == "Starting"
+    assert status(kube, "root")["dataUID"] == "uid-of-the-backup"
+    run(ctx, "root")  # the pass its status write brings
+    assert deployment(kube)["spec"]["replicas"] == 1
+    template = deployment(kube)["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.27.1"
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    assert status(kube, "root")["restore"]["phase"] == "Done"
+    assert condition(kube, "root", "Restored") == ("True", "Done")
+    assert "Restored" in [event.reason for _, event in effects.events]
+    # Answered once: the annotation left in place starts nothing again.
+    run(ctx, "root")
+    assert status(kube, "root")["restore"]["phase"] == "Done"
+    assert len([key for key in kube.objects if key[0] == "Job"]) == 1
+
+
+def test_a_failed_job_leaves_the_data_and_starts_the_shard_again() -> None:
+    ctx, kube, effects = upgraded()
+    respec(ctx, kube, "root", version="0.27.1")
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
+    kube.put({**kube.objects[job_key], "status": {"failed": 1}})
+    run(ctx, "root")
+    assert condition(kube, "root", "Restored") == ("False", "RestoreFailed")
+    assert "RestoreFailed" in [event.reason for _, event in effects.events]
+    run(ctx, "root")
+    # Back at its running version (the downgrade refused again), one replica, same data UID.
+    assert deployment(kube)["spec"]["replicas"] == 1
+    template = deployment(kube)["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+    assert condition(kube, "root", "Degraded") == ("True", "DowngradeRefused")
+    assert status(kube, "root")["dataUID"] == "uid-now"
