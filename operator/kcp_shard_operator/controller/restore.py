@@ -110,7 +110,7 @@ def advance(
             ctx.announce(obj, Event("Warning", "RestoreFailed", message))
             return Restore(None, moved(record, Phase.FAILED, message, now))
         return Restore(Phase.RESTORING, record)
-    if rollout_complete(deployment) and deployed_version(deployment) == shard.spec.version:
+    if _serving(deployment, shard):
         message = (
             f"backup {name} of {entry.get('time')} restored; kcp {shard.spec.version} runs on it"
         )
@@ -118,6 +118,17 @@ def advance(
         ctx.announce(obj, Event("Normal", "Restored", message))
         return Restore(None, moved(record, Phase.DONE, message, now))
     return Restore(Phase.STARTING, record)
+
+
+def _serving(deployment: JSON | None, shard: Shard) -> bool:
+    """Whether ``deployment`` runs the shard again: every replica of its spec ready on the
+    rolled-out ``spec.version`` (not the stopped Deployment, rolled out at zero replicas)."""
+    if not rollout_complete(deployment) or deployed_version(deployment) != shard.spec.version:
+        return False
+    assert deployment is not None
+    replicas = int((deployment.get("spec") or {}).get("replicas", 1) or 0)
+    ready = int((deployment.get("status") or {}).get("readyReplicas", 0) or 0)
+    return replicas == shard.spec.replicas and ready >= replicas
 
 
 def _replicas(deployment: JSON) -> int:

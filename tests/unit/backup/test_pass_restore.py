@@ -130,3 +130,24 @@ def test_a_failed_job_leaves_the_data_and_starts_the_shard_again() -> None:
     assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
     assert condition(kube, "root", "Degraded") == ("True", "DowngradeRefused")
     assert status(kube, "root")["dataUID"] == "uid-now"
+
+
+def test_a_restore_at_the_running_version_is_done_once_its_pod_is_ready() -> None:
+    obj = shard_object(**NO_PKI, backup=BACKUP, version="0.27.1")
+    kube = FakeKube({**obj, "status": {"backups": [ENTRY], "dataUID": "uid-now"}}, CLAIM)
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
+    kube.put({**kube.objects[job_key], "status": {"succeeded": 1}})
+    run(ctx, "root")
+    run(ctx, "root")
+    # The stopped Deployment has rolled out at zero replicas, at the same version: not done.
+    assert status(kube, "root")["restore"]["phase"] == "Starting"
+    assert deployment(kube)["spec"]["replicas"] == 1
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    assert status(kube, "root")["restore"]["phase"] == "Done"
