@@ -40,7 +40,8 @@ class Restore:
 
 
 def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
-    """A restore going on, one the annotation asks for now, or none."""
+    """A restore going on (the phase the status records), one the annotation asks for now
+    (recorded, nothing stopped yet), or none."""
     status = shard.status
     phase = in_progress(status)
     if phase is not None:
@@ -54,7 +55,10 @@ def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
         return Restore(None, refused(name, why or "spec.backup is not set", now))
     entry = backup_entry(status, name)
     assert entry is not None
-    return Restore(Phase.STOPPING, started(name, entry, now))
+    # Recorded first, stopped from the next pass on: a restore whose record the status does
+    # not keep (a CRD older than the operator prunes it) stops nothing, rather than running
+    # again on every pass.
+    return Restore(None, started(name, entry, now))
 
 
 def advance(

@@ -70,6 +70,14 @@ def test_a_restore_stops_restores_and_starts_the_backups_version() -> None:
     respec(ctx, kube, "root", version="0.27.1")
     ask(ctx, kube, ENTRY["name"])
     run(ctx, "root")
+    # Recorded first, nothing stopped yet: the status must keep the record.
+    assert status(kube, "root")["restore"]["phase"] == "Stopping"
+    assert (
+        "everything the shard stored after it is replaced"
+        in (status(kube, "root")["restore"]["message"])
+    )
+    assert deployment(kube)["spec"]["replicas"] == 1
+    run(ctx, "root")
     # Stopping: zero replicas, no refusal of the downgrade.
     assert deployment(kube)["spec"]["replicas"] == 0
     assert status(kube, "root")["restore"]["phase"] == "Stopping"
@@ -116,6 +124,7 @@ def test_a_failed_job_leaves_the_data_and_starts_the_shard_again() -> None:
     respec(ctx, kube, "root", version="0.27.1")
     ask(ctx, kube, ENTRY["name"])
     run(ctx, "root")
+    run(ctx, "root")
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     run(ctx, "root")
     (job_key,) = [key for key in kube.objects if key[0] == "Job"]
@@ -139,6 +148,7 @@ def test_a_restore_at_the_running_version_is_done_once_its_pod_is_ready() -> Non
     settle(ctx, kube, "root")
     ask(ctx, kube, ENTRY["name"])
     run(ctx, "root")
+    run(ctx, "root")
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     run(ctx, "root")
     (job_key,) = [key for key in kube.objects if key[0] == "Job"]
@@ -151,3 +161,17 @@ def test_a_restore_at_the_running_version_is_done_once_its_pod_is_ready() -> Non
     watched(ctx, kube.roll_out("ns", "root-kcp"))
     run(ctx, "root")
     assert status(kube, "root")["restore"]["phase"] == "Done"
+
+
+def test_a_restore_the_status_does_not_keep_stops_nothing() -> None:
+    """A CRD older than the operator prunes status.restore: nothing is stopped, no Job made."""
+    ctx, kube, _ = upgraded()
+    respec(ctx, kube, "root", version="0.27.1")
+    ask(ctx, kube, ENTRY["name"])
+    for _ in range(3):
+        run(ctx, "root")
+        kept = kube.objects[("Shard", "ns", "root")]
+        kept["status"].pop("restore", None)
+        watched(ctx, kube.put(kept))
+    assert deployment(kube)["spec"]["replicas"] == 1
+    assert not [key for key in kube.objects if key[0] == "Job"]
