@@ -56,6 +56,7 @@ act as (``could not unmarshal user info``) and its LogicalCluster never leaves
 ``Initializing``."""
 SCHEDULE_TIMEOUT = 120.0
 UNREACHABLE_WAIT = 60.0
+SLOW_WAIT = 10.0
 
 
 def _spec(obj: JSON, *keys: str) -> Any:
@@ -124,7 +125,15 @@ def _ready(shard: ShardAPI, path: str, check: Callable[[JSON], bool]) -> JSON | 
 
 
 def _wait(shard: ShardAPI, path: str, check: Callable[[JSON], bool], what: str) -> JSON:
-    return wait_for(lambda: _ready(shard, path, check), SCHEDULE_TIMEOUT, what, interval=1)
+    """:func:`wait_for` the object at ``path``; a wait longer than :data:`SLOW_WAIT` is
+    logged, with when it began (what kcp logged meanwhile tells why)."""
+    begun = time.monotonic()
+    found = wait_for(lambda: _ready(shard, path, check), SCHEDULE_TIMEOUT, what, interval=1)
+    took = time.monotonic() - begun
+    if took > SLOW_WAIT:
+        since = time.strftime("%H:%M:%S", time.localtime(time.time() - took))
+        log(f"{what}: waited {took:.1f}s (since {since})")
+    return found
 
 
 def _workspace_records(

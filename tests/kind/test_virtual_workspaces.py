@@ -13,13 +13,23 @@ through the front-proxy (``/services/`` goes to the root's server: kcp's front-p
 backend per path) and served by the root's server. The data made on both shards is intact
 throughout, and once shard-1's server is deleted shard-1 runs its virtual workspaces itself
 again, its data intact.
+
+The switch is measured on the root, the shard whose virtual workspaces the front-proxy
+reaches: a pod in the cluster lists the Widgets at the root's virtual-workspace URL through
+the front-proxy every second (:class:`reader.FrontProxyReader`) while the root's server is
+deleted (standalone -> in-process) and made again (in-process -> standalone); the failed
+reads and the longest outage of each switch are printed and written to
+``bench/results/virtual-workspaces-switch.json``. Every pod's log goes to the test's
+``tmp_path`` (``kcp-logs/``) before the namespace is deleted.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -29,12 +39,13 @@ import yaml
 
 from testkit.kcpapi import ShardAPI
 from testkit.kcpdata import FRONT_PROXY, WORKSPACES_PATH, KcpData
-from testkit.kube import Cluster
+from testkit.kube import Cluster, KubectlError
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
 
-from .durability import admin_kubeconfig, front_proxy_kubeconfig, shard_apis
+from .durability import RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
 from .kind import Forward, describe_failure, kcp_namespace, pod_ready, pods
+from .reader import FrontProxyReader, Read, failures, longest_failure
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -45,6 +56,11 @@ STANDALONE = "--run-virtual-workspaces=false"
 SERVER_NAME = "kcp-virtual-workspaces"
 GROUP = "example.io"
 APIS = "/apis/apis.kcp.io/v1alpha1"
+FRONT_PROXY_DEPLOYMENT = "kcp-front-proxy"
+READER_SECRET = "kcp-front-proxy-admin-kubeconfig"
+"""The users' admin kubeconfig of FrontProxy ``kcp`` (its server is the front-proxy's Service)."""
+SETTLE = 5
+"""Reads after a switch has rolled out, before its window closes."""
 
 
 @pytest.fixture
@@ -102,6 +118,80 @@ def installation_ready(cluster: Cluster, namespace: str, standalone: dict[str, b
         if not rolled_out(cluster, namespace, deployment):
             return False
     return True
+
+
+def services_backend(cluster: Cluster, namespace: str) -> str:
+    """Where the front-proxy's mapping sends ``/services/``."""
+    mapping = cluster.kubectl(
+        "get", "configmap", "kcp-front-proxy-mapping", "-n", namespace,
+        "-o", "jsonpath={.data.mapping\\.yaml}",
+    )  # fmt: skip
+    return str({e["path"]: e["backend"] for e in yaml.safe_load(mapping)}["/services/"])
+
+
+def switched(cluster: Cluster, namespace: str, standalone: dict[str, bool]) -> bool:
+    """:func:`installation_ready`, and the front-proxy rolled out with ``/services/`` going
+    where the root's virtual workspaces run."""
+    if not installation_ready(cluster, namespace, standalone):
+        return False
+    service = "root-vw" if standalone["root"] else "root-kcp"
+    backend = f"https://{service}.{namespace}.svc:6443"
+    return services_backend(cluster, namespace) == backend and rolled_out(
+        cluster, namespace, FRONT_PROXY_DEPLOYMENT
+    )
+
+
+def switch_figures(
+    reads: list[Read], windows: list[tuple[str, float, float]]
+) -> list[dict[str, Any]]:
+    """Per switch (name, wall-clock start, end): the reads of the root's virtual-workspace URL
+    through the front-proxy, the failed ones, the longest outage and the first error;
+    written to bench/results/virtual-workspaces-switch.json."""
+    figures = []
+    for name, start, end in windows:
+        within = [r for r in reads if r.key == VW_KEY and start <= r.at <= end]
+        failed = failures(reads, VW_KEY, start, end)
+        figure = {
+            "switch": name,
+            "seconds": round(end - start, 1),
+            "reads": len(within),
+            "failed": len(failed),
+            "longest_failure_seconds": round(longest_failure(reads, VW_KEY, start, end), 1),
+            "first_error": f"{failed[0].status} {failed[0].error}"[:160] if failed else "",
+            "failed_at": [round(r.at - start, 1) for r in failed],
+        }
+        figures.append(figure)
+        log(f"reads of the root's virtual-workspace URL through the front-proxy, {name}: {figure}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / "virtual-workspaces-switch.json"
+    path.write_text(json.dumps(figures, indent=2) + "\n")
+    return figures
+
+
+VW_KEY = "root-vw"
+
+
+def reads_since(reader: FrontProxyReader, since: float) -> bool:
+    """Whether the reader has read :data:`SETTLE` times since ``since`` (wall clock)."""
+    return len([r for r in reader.reads() if r.at > since]) >= SETTLE
+
+
+def save_logs(cluster: Cluster, namespace: str, folder: Path) -> None:
+    """Every container's log (with timestamps, the previous container's too) into
+    ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for pod in json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]:
+        name = pod["metadata"]["name"]
+        for previous in ("", "--previous"):
+            try:
+                text = cluster.kubectl(
+                    "logs", "-n", namespace, name, "--all-containers", "--timestamps",
+                    *([previous] if previous else []), timeout=60,
+                )  # fmt: skip
+            except KubectlError:  # no previous container, or the pod went
+                continue
+            (folder / f"{name}{previous.replace('--', '.')}.log").write_text(text)
+    log(f"the pods' logs of {namespace} saved in {folder}")
 
 
 def server_log(cluster: Cluster, namespace: str, server: str) -> str:
@@ -300,9 +390,15 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
             )
             data.assert_intact(apis, "with standalone virtual-workspace servers")
 
+            switches = switch_root(kind_cluster, ns, root_path)
+            for figure in switches:
+                assert figure["reads"] > 0, figure
+            assert widgets_at(front, root_path) == [f"w-{token}"], "after both switches"
+            data.assert_intact(apis, "after the root's two switches")
+
             # Back to in-process: shard-1's server goes, shard-1 rolls without it.
-            switched = time.monotonic()
-            kubectl("delete", "virtualworkspaceserver", "shard-1", "-n", ns, "--timeout=120s")
+            began = time.monotonic()
+            kubectl("delete", "virtualworkspaceserver", "shard-1", "-n", ns, "--timeout=300s")
             back = {"root": True, "shard-1": False}
             wait_for(
                 lambda: installation_ready(kind_cluster, ns, back),
@@ -310,7 +406,7 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
                 "shard-1 Ready with its virtual workspaces in-process again",
                 interval=3,
             )
-            took = time.monotonic() - switched
+            took = time.monotonic() - began
             log(f"shard-1 in-process again, rolled out {took:.0f}s after the server's deletion")
             data.assert_intact(apis, "after shard-1 took its virtual workspaces back")
             again = KcpData.create(apis, tmp_path / "data-checks-after.txt", prefix="vw-back")
@@ -321,3 +417,61 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
         for server in SHARDS:
             print(server_log(kind_cluster, ns, server)[-6000:])
         raise
+    finally:
+        save_logs(kind_cluster, ns, tmp_path / "kcp-logs")
+
+
+def switch_root(cluster: Cluster, namespace: str, root_path: str) -> list[dict[str, Any]]:
+    """The root's virtual workspaces from its standalone server to in-process (the server
+    deleted) and back (the server made again), while a pod lists the Widgets at
+    ``root_path`` through the front-proxy every second; the figures of each switch."""
+    ns, kubectl = namespace, cluster.kubectl
+    server = next(
+        doc
+        for doc in example_in(ns)
+        if doc["kind"] == "VirtualWorkspaceServer" and doc["metadata"]["name"] == "root"
+    )
+
+    def delete() -> None:
+        kubectl("delete", "vws", "root", "-n", ns, "--timeout=300s", timeout=320)
+
+    def create() -> None:
+        kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(server))
+
+    path = f"{root_path}/clusters/*/apis/{GROUP}/v1/widgets"
+    reader = FrontProxyReader(cluster, ns, READER_SECRET, {VW_KEY: path})
+    reader.start()
+    windows: list[tuple[str, float, float]] = []
+    try:
+        wait_for(lambda: any(r.ok for r in reader.reads()), 60, "a good read of the URL")
+        for name, act, root_standalone in (
+            ("standalone -> in-process", delete, False),
+            ("in-process -> standalone", create, True),
+        ):
+            began = time.time()
+            act()
+            log(f"the root's virtual workspaces {name}: begun")
+            standalone = {"root": root_standalone, "shard-1": True}
+            wait_for(
+                partial(switched, cluster, ns, standalone),
+                START_TIMEOUT,
+                f"the root's virtual workspaces {name}, the front-proxy rolled out",
+                interval=2,
+            )
+            done = time.time()
+            log(f"the root's virtual workspaces {name}: rolled out in {done - began:.0f}s")
+            wait_for(
+                partial(reads_since, reader, done),
+                60,
+                f"{SETTLE} reads after the switch rolled out",
+                interval=2,
+            )
+            windows.append((name, began, time.time()))
+        reads = reader.reads()
+    finally:
+        reader.stop()
+    figures = switch_figures(reads, windows)
+    last = [r for r in reads if r.key == VW_KEY][-3:]
+    assert last, "no reads"
+    assert all(r.ok for r in last), f"reads failing after the switches: {last}"
+    return figures
