@@ -44,7 +44,13 @@ class ShardAPI:
     server: Callable[[], str] | None = None
     reconnect: Callable[[], None] | None = None
 
-    def request(self, method: str, path: str, body: JSON | None = None) -> tuple[int, JSON]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, JSON]:
         """``method path`` with a JSON ``body``; the status and the JSON answer (``{"text":
         ...}`` for a plain one). Raises :class:`UnreachableError` when the shard does not answer."""
         found = from_kubeconfig(
@@ -53,7 +59,7 @@ class ShardAPI:
         client = HTTP(found, retry=False, timeout=TIMEOUT)
         url = base_url(self.server() if self.server else found.server) + path
         try:
-            answer = client.request(method, url, body)
+            answer = client.request(method, url, body, content_type)
         except NoAnswerError as err:
             if self.reconnect is not None:
                 self.reconnect()

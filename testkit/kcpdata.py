@@ -119,6 +119,51 @@ def _record(kind: str, shard: ShardAPI, name: str, path: str, obj: JSON) -> Reco
     return Record(kind, shard.name, name, path, obj["metadata"]["uid"], CONTENT[kind](obj))
 
 
+INITIALIZER_GAVE_UP = "error getting logicalcluster"
+"""What a virtual-workspace server answers kcp's APIBinding initializer for a LogicalCluster
+its informer has not seen yet."""
+RETRY_ANNOTATION = "kcp-shard-operator.dev/retry"
+
+
+def unstick(shard: ShardAPI, logical_cluster: str, obj: JSON) -> None:
+    """Touch the LogicalCluster ``obj`` (at path ``logical_cluster`` on ``shard``) when kcp's
+    APIBinding initializer gave up on it.
+
+    kcp (v0.27 to v0.31, ``apibinder_initializer_reconcile.go``) creates a new workspace's
+    APIBindings through the initializing-workspaces virtual workspace. When that answers
+    otherwise than "APIExport missing", the initializer records ``APIBindingsInitialized=False
+    APIBindingErrors`` and does not try again until the LogicalCluster changes (its informer
+    resyncs every 10 hours). A standalone virtual-workspace server whose informer has not seen
+    the new LogicalCluster yet answers "error getting logicalcluster ... not found"; the
+    workspace then stays ``Initializing``. An annotation makes the initializer try again."""
+    stuck = any(
+        found.get("type") == "APIBindingsInitialized"
+        and found.get("reason") == "APIBindingErrors"
+        and INITIALIZER_GAVE_UP in str(found.get("message"))
+        for found in _spec(obj, "status", "conditions") or []
+    )
+    if not stuck or _spec(obj, "status", "phase") != "Initializing":
+        return
+    touch = {"metadata": {"annotations": {RETRY_ANNOTATION: str(time.time())}}}
+    status, _ = shard.request("PATCH", logical_cluster, touch, "application/merge-patch+json")
+    log(
+        f"kcp's APIBinding initializer gave up on {logical_cluster} on {shard.name} "
+        f"({INITIALIZER_GAVE_UP}): touched it ({status})"
+    )
+
+
+def _initialized(target: ShardAPI, logical_cluster: str) -> Callable[[JSON], bool]:
+    """Whether a LogicalCluster is Ready; :func:`unstick` while it is not."""
+
+    def check(obj: JSON) -> bool:
+        if _spec(obj, "status", "phase") == "Ready":
+            return True
+        unstick(target, logical_cluster, obj)
+        return False
+
+    return check
+
+
 def _ready(shard: ShardAPI, path: str, check: Callable[[JSON], bool]) -> JSON | None:
     obj = shard.get(path)
     return obj if obj is not None and check(obj) else None
@@ -156,7 +201,7 @@ def _workspace_records(
     logical = _wait(
         target,
         lc_path,
-        lambda o: _spec(o, "status", "phase") == "Ready",
+        _initialized(target, lc_path),
         f"LogicalCluster of {workspace} Ready on {target.name}",
     )
     ns_path = f"{cluster}/api/v1/namespaces"
@@ -219,12 +264,17 @@ def _through_front_proxy(
             "spec": {"location": {"selector": {"matchLabels": {"name": target.name}}}},
         },
     )
-    ws = _wait(
-        front,
-        ws_path,
-        lambda o: _spec(o, "status", "phase") == "Ready",
-        f"{ws_path} Ready through the front-proxy",
-    )
+
+    def ready(workspace: JSON) -> bool:
+        if _spec(workspace, "status", "phase") == "Ready":
+            return True
+        cluster = _spec(workspace, "spec", "cluster")
+        if cluster:
+            path = f"/clusters/{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+            unstick(target, path, target.get(path) or {})
+        return False
+
+    ws = _wait(front, ws_path, ready, f"{ws_path} Ready through the front-proxy")
     cluster = f"/clusters/{ws['spec']['cluster']}"
     lc_path = f"{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
     logical = _wait(

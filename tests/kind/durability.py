@@ -102,8 +102,13 @@ def front_proxy_kubeconfig(cluster: Cluster, namespace: str, folder: Path) -> Pa
     return path
 
 
+SHARD_APP = "kcp"
+"""``app.kubernetes.io/name`` of a shard's pods (a VirtualWorkspaceServer named as its shard
+has the same instance label)."""
+
+
 def pod_names(cluster: Cluster, namespace: str, shard: str) -> set[str]:
-    return {p["metadata"]["name"] for p in pods(cluster, namespace, shard)}
+    return {p["metadata"]["name"] for p in pods(cluster, namespace, shard, SHARD_APP)}
 
 
 def wait_replaced(
@@ -112,7 +117,7 @@ def wait_replaced(
     """Every pod of ``old`` gone, ``replicas`` new pods Ready, the Shard Ready again."""
 
     def done() -> bool:
-        current = pods(cluster, namespace, shard)
+        current = pods(cluster, namespace, shard, SHARD_APP)
         names = {p["metadata"]["name"] for p in current}
         obj = shard_object(cluster, namespace, shard)
         status = obj.get("status") or {}

@@ -162,11 +162,12 @@ def shards_on_etcd_pod(
 
 
 def installation_on_etcd_pod(
-    cluster: Cluster, namespace: str, version: str, replicas: int
+    cluster: Cluster, namespace: str, version: str, replicas: int, servers: bool = False
 ) -> list[dict[str, Any]]:
     """An etcd pod in ``namespace``, and a whole installation at kcp ``version`` on the
     operator's own PKI (not applied yet): CacheServer ``cache``, root and shard-1 with
-    ``replicas`` each on that etcd and on the cache server, FrontProxy ``kcp``."""
+    ``replicas`` each on that etcd and on the cache server, FrontProxy ``kcp``; with
+    ``servers``, a VirtualWorkspaceServer of two replicas for each shard (named as it)."""
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=ETCD)
     cluster.kubectl(
         "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
@@ -188,6 +189,9 @@ def installation_on_etcd_pod(
         if name != "root":
             spec["rootShardRef"] = {"name": "root"}
         objects.append(_kcp_object("Shard", name, spec))
+        if servers:
+            server = {"version": version, "image": image, "shardRef": {"name": name}}
+            objects.append(_kcp_object("VirtualWorkspaceServer", name, server))
     proxy = {"version": version, "image": image, "rootShardRef": {"name": "root"}}
     objects.append(_kcp_object("FrontProxy", FRONT_PROXY, proxy))
     return objects
@@ -208,19 +212,31 @@ FRONT_PROXY = "kcp"
 """The names of the installation's CacheServer and FrontProxy."""
 
 
+def _installation(cluster: Cluster, namespace: str) -> list[tuple[str, str]]:
+    """The CacheServer, both Shards, the VirtualWorkspaceServers there are and the
+    FrontProxy, as (kind, name)."""
+    servers = cluster.kubectl(
+        "get", "virtualworkspaceservers", "-n", namespace, "-o", "name"
+    ).split()
+    found = [("virtualworkspaceserver", name.rpartition("/")[2]) for name in servers]
+    return [*INSTALLATION, *found, ("frontproxy", FRONT_PROXY)]
+
+
 def bump_installation(cluster: Cluster, namespace: str, version: str) -> None:
-    """Set kcp ``version`` (and its image tag) on the CacheServer, both Shards and the
-    FrontProxy at once, as a user upgrading the whole installation does."""
+    """Set kcp ``version`` (and its image tag) on the CacheServer, both Shards, the
+    VirtualWorkspaceServers and the FrontProxy at once, as a user upgrading the whole
+    installation does."""
     patch = json.dumps({"spec": {"version": version, "image": {"tag": f"v{version}"}}})
-    for kind, name in (*INSTALLATION, ("frontproxy", FRONT_PROXY)):
+    for kind, name in _installation(cluster, namespace):
         cluster.kubectl("patch", kind, name, "-n", namespace, "--type=merge", "-p", patch)
 
 
 def installation_ready(cluster: Cluster, namespace: str, version: str) -> bool:
-    """The CacheServer, both Shards and the FrontProxy Ready at kcp ``version``."""
+    """The CacheServer, both Shards, the VirtualWorkspaceServers and the FrontProxy Ready at
+    kcp ``version``."""
     return all(
         shard_ready(kcp_object(cluster, namespace, kind, name), version)
-        for kind, name in (*INSTALLATION, ("frontproxy", FRONT_PROXY))
+        for kind, name in _installation(cluster, namespace)
     )
 
 

@@ -1,11 +1,14 @@
 """The rolling upgrade of a whole installation on real pods (make e2e-upgrade): a CacheServer,
-a root and a non-root shard (two kcp replicas each, on an etcd pod) and a FrontProxy (two
-replicas), all on the operator's own PKI, bumped together from kcp v0.27.1 to v0.28.0 (both
-built from their Go modules), the operator pod killed once mid-rollout; then the Shards bumped
-back down to v0.27.1, which is refused.
+a root and a non-root shard (two kcp replicas each, on an etcd pod), a standalone
+VirtualWorkspaceServer for each shard (two replicas each) and a FrontProxy (two replicas), all
+on the operator's own PKI, bumped together from kcp v0.27.1 to v0.28.0 (both built from their
+Go modules), the operator pod killed once mid-rollout; then the Shards bumped back down to
+v0.27.1, which is refused.
 
-The operator orders the upgrade: the cache server first, then the root shard, then shard-1,
-then the front-proxy, each once the one before has rolled out. The upgrade crosses a kcp minor
+The operator orders the upgrade as ``kcp-shard-operator plan`` says: the cache server first,
+then the root shard, then shard-1 and the root's virtual-workspace server, then shard-1's
+server, then the front-proxy, each once what it waits for has rolled out (a server waits for
+its shard, the front-proxy for every shard and server). The upgrade crosses a kcp minor
 release, so the shards roll with ``Recreate``: the test checks that a shard's pods never run two
 versions at once, the order above, and that ``/readyz`` through each Service fails no longer
 than one pod's restart.
@@ -14,8 +17,12 @@ A sampler records a timeline (each pod's kcp version and readiness, whether a sh
 with ``--root-shard-kubeconfig-file``, each PodDisruptionBudget's ``disruptionsAllowed``,
 ``status.version``, ``/readyz`` through each shard's Service), and a pod in the cluster reads
 through the front-proxy every second: a ConfigMap in a workspace on the root and one in a
-workspace on shard-1, made through the front-proxy. The timeline is printed as a table with
-the front-proxy's failed reads; the longest time a read kept failing per step goes to
+workspace on shard-1, made through the front-proxy, and the Widgets of an APIExport in a
+workspace on the root at the virtual-workspace URL its APIExportEndpointSlice lists (the
+root's standalone server; kcp's front-proxy sends ``/services/`` to one backend, so shard-1's
+server is not reachable through it). The timeline is printed as a table with the front-proxy's
+failed reads; per step, the longest time a read kept failing, and for the upgrades when each
+component began and finished rolling beside the plan's order, go to
 ``bench/results/upgrade-front-proxy.json``.
 
 The bump down crosses a minor release, which kcp does not support: v0.28.0 stores APIExports
@@ -39,16 +46,19 @@ Limitations), and dropping it from a kcp that needs it would break the shard.
 from __future__ import annotations
 
 import json
+import secrets
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
 
+from testkit.kcpdata import FRONT_PROXY as FRONT_PROXY_API
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, KubectlError
 from testkit.operator_metrics import Scrape
@@ -87,10 +97,14 @@ from .kind import (
 )
 from .reader import FrontProxyReader, Read, failures, longest_failure
 from .timeline import (
+    CACHE,
     FLAG,
-    INSTALLATION,
+    FRONT_PROXY,
     REPLICAS,
+    SERVER_SUFFIX,
+    SERVERS,
     SHARDS,
+    WITH_SERVERS,
     Sample,
     Timeline,
     first,
@@ -99,6 +113,7 @@ from .timeline import (
     longest_pod_stop,
     rolled,
 )
+from .virtualworkspaces import exported, widgets_at, widgets_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -112,6 +127,16 @@ version, had the operator asked for one."""
 ROOT_DOWN_WATCH = 20.0
 """Seconds of reads through the front-proxy after both root pods are gone, before the
 replacements may be Ready."""
+COMPONENTS = WITH_SERVERS
+VW_KEY = "root-vw"
+"""The reads of the Widgets at the root's virtual-workspace URL through the front-proxy."""
+ROLLS_AFTER = (
+    (CACHE, "root"),
+    ("root", "shard-1"),
+    *((shard, f"{shard}{SERVER_SUFFIX}") for shard in SHARDS),
+    *((component, FRONT_PROXY) for component in (*SHARDS, *SERVERS)),
+)
+"""(before, after): what waits for what to roll out, as the plan's steps say."""
 
 
 def started_at(samples: list[Sample], component: str, version: str) -> float | None:
@@ -120,9 +145,9 @@ def started_at(samples: list[Sample], component: str, version: str) -> float | N
 
 
 def assert_order(samples: list[Sample], new: str) -> None:
-    """The cache server, the root shard, shard-1 and the front-proxy rolled one after the
-    other: no pod of one ran ``new`` before every pod of the one before did."""
-    for before, after in pairwise(INSTALLATION):
+    """Each component of :data:`ROLLS_AFTER` rolled after what it waits for: no pod of it ran
+    ``new`` before every pod of the other did."""
+    for before, after in ROLLS_AFTER:
         done = first(samples, lambda s, c=before: rolled(s, c, new))
         begun = started_at(samples, after, new)
         assert begun is not None, f"{after} never ran {new}"
@@ -137,7 +162,7 @@ def assert_invariants(samples: list[Sample], new: str) -> None:
     honest."""
     assert_order(samples, new)
     for sample in samples:
-        for component in INSTALLATION:
+        for component in COMPONENTS:
             allowed = sample.disruptions_allowed[component]
             assert allowed is None or allowed >= 0, sample
             if sample.status_version[component] == new:
@@ -152,7 +177,7 @@ def assert_invariants(samples: list[Sample], new: str) -> None:
 
 def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> None:
     """A finished rollout: every component at ``new``, the invariants, short outages."""
-    for component in INSTALLATION:
+    for component in COMPONENTS:
         assert any(rolled(s, component, new) for s in samples), f"{component} never ran {new}"
     assert_invariants(samples, new)
     for shard in SHARDS:
@@ -163,7 +188,8 @@ def assert_rollout(samples: list[Sample], new: str, restart_bound: float) -> Non
 ROLLOUT_COUNT = "kcp_shard_operator_rollout_duration_seconds_count"
 ROLLOUT_SUM = "kcp_shard_operator_rollout_duration_seconds_sum"
 WRITES = "kcp_shard_operator_api_writes_total"
-ROLES = ("cache-server", "root", "non-root", "front-proxy")
+ROLES = {"cache-server": 1, "root": 1, "non-root": 1, "virtual-workspaces": 2, "front-proxy": 1}
+"""The rollouts the operator observes per role over one upgrade."""
 
 
 def plan_summary(planned: dict[str, Any]) -> str:
@@ -184,19 +210,76 @@ def _scrape_at(cluster: Cluster, version: str) -> Scrape | None:
     return found if running >= len(SHARDS) else None
 
 
-def assert_plan_was_the_upgrade(planned: dict[str, Any], upgrade: list[Sample]) -> None:
-    """The plan taken before the bump: the order the timeline shows (:func:`assert_order`),
-    and the flags the pods then ran with (nothing dropped: the flag stays on every shard-1
-    pod, as asserted on the timeline)."""
-    assert [(s["kind"], s["name"], s["order"]) for s in planned["steps"]] == [
-        ("CacheServer", kind.CACHE, 1),
-        ("Shard", "root", 2),
-        ("Shard", "shard-1", 3),
-        ("FrontProxy", kind.FRONT_PROXY, 4),
-    ], planned
-    assert all(s["now"] == OLD and s["after"] == NEW for s in planned["steps"]), planned
-    assert all(s["flagsDropped"] == [] for s in planned["steps"]), planned
-    assert_order(upgrade, NEW)
+PLANNED_ORDER = [
+    ("CacheServer", kind.CACHE, 1),
+    ("Shard", "root", 2),
+    ("Shard", "shard-1", 3),
+    ("VirtualWorkspaceServer", "root", 3),
+    ("VirtualWorkspaceServer", "shard-1", 4),
+    ("FrontProxy", kind.FRONT_PROXY, 5),
+]
+
+
+def assert_plan_was_the_upgrade(
+    planned: dict[str, Any], upgrade: list[Sample], now: str, new: str
+) -> None:
+    """The plan taken before the bump from ``now`` to ``new``: the order and waits the
+    timeline shows (:func:`assert_order`), and the flags the pods then ran with (nothing
+    dropped: the flag stays on every shard-1 pod, as asserted on the timeline)."""
+    steps = planned["steps"]
+    assert [(s["kind"], s["name"], s["order"]) for s in steps] == PLANNED_ORDER, planned
+    assert all(s["now"] == now and s["after"] == new for s in steps), planned
+    assert all(s["flagsDropped"] == [] for s in steps), planned
+    waits = {component_of_step(s): s["waitsFor"] or "" for s in steps}
+    for before, after in ROLLS_AFTER:
+        # The plan names a server's shard, and the front-proxy waits for "the shards of root
+        # and their virtual-workspace servers".
+        named = before if after != FRONT_PROXY else "virtual-workspace servers"
+        assert named.removesuffix(SERVER_SUFFIX) in waits[after], (after, waits[after])
+    assert_order(upgrade, new)
+
+
+def component_of_step(step: dict[str, Any]) -> str:
+    """The timeline's component of a step of ``plan -o json``."""
+    kinds = {
+        "CacheServer": CACHE,
+        "FrontProxy": FRONT_PROXY,
+        "VirtualWorkspaceServer": f"{step['name']}{SERVER_SUFFIX}",
+    }
+    return kinds.get(str(step["kind"]), str(step["name"]))
+
+
+def rollout_against_plan(
+    planned: dict[str, Any], samples: list[Sample], version: str, since: float
+) -> list[dict[str, Any]]:
+    """Per step of the plan: its order and what it waits for, and when (seconds after
+    ``since`` on the timeline) the component's first pod ran ``version`` and when every
+    replica was Ready at it."""
+    rows = []
+    for step in planned["steps"]:
+        component = component_of_step(step)
+        begun = started_at(samples, component, version)
+        done = first(samples, lambda s, c=component: rolled(s, c, version))
+        rows.append(
+            {
+                "component": component,
+                "order": step["order"],
+                "waits_for": step["waitsFor"],
+                "began_seconds": None if begun is None else round(begun - since, 1),
+                "rolled_seconds": None if done is None else round(done - since, 1),
+            }
+        )
+    return rows
+
+
+def rollout_table(rows: list[dict[str, Any]]) -> str:
+    lines = [f"{'order':>5}  {'component':<12} {'began':>6} {'rolled':>6}  waits for (the plan)"]
+    for row in rows:
+        lines.append(
+            f"{row['order']:>5}  {row['component']:<12} {row['began_seconds'] or '-':>6} "
+            f"{row['rolled_seconds'] or '-':>6}  {row['waits_for'] or '-'}"
+        )
+    return "\n".join(lines)
 
 
 def assert_metrics_moved(
@@ -217,7 +300,7 @@ def assert_metrics_moved(
             + (after.value(ROLLOUT_SUM, role=role) or 0)
         )
         figures[role] = {"rollouts_observed": observed, "rollout_seconds": round(seconds, 1)}
-        assert observed == 1, (role, figures)
+        assert observed == ROLES[role], (role, figures)
     writes = (
         before_kill.total(WRITES, kind="Deployment")
         - initial.total(WRITES, kind="Deployment")
@@ -230,18 +313,24 @@ def assert_metrics_moved(
     log(f"operator metrics over the upgrade: {figures}")
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "upgrade-metrics.json").write_text(json.dumps(figures, indent=2) + "\n")
-    assert writes >= len(INSTALLATION), figures
+    assert writes >= len(COMPONENTS), figures
     assert max(gauge, default=0) >= 1, figures
 
 
 def front_proxy_figures(
-    reads: list[Read], steps: list[tuple[str, float, float]], keys: list[str]
+    reads: list[Read],
+    steps: list[tuple[str, float, float]],
+    keys: list[str],
+    rollouts: dict[str, list[dict[str, Any]]],
 ) -> list[dict[str, Any]]:
     """Per step (name, wall-clock start, end) and read key: the reads, the failed ones and the
-    longest time reads kept failing; written to bench/results/upgrade-front-proxy.json."""
+    longest time reads kept failing, and for an upgrade (``rollouts``, by step name) each
+    component's rollout beside the plan; written to bench/results/upgrade-front-proxy.json."""
     figures = []
     for name, start, end in steps:
         figure: dict[str, Any] = {"step": name, "seconds": round(end - start, 1)}
+        if name in rollouts:
+            figure["rollout"] = rollouts[name]
         for key in keys:
             within = [r for r in reads if r.key == key and start <= r.at <= end]
             figure[key] = {
@@ -295,7 +384,7 @@ def wait_installation(cluster: Cluster, namespace: str, version: str, timeline: 
     wait_for(
         lambda: (
             bool(timeline.samples)
-            and all(rolled(timeline.samples[-1], c, version) for c in INSTALLATION)
+            and all(rolled(timeline.samples[-1], c, version) for c in COMPONENTS)
         ),
         60,
         f"a timeline sample with every replica Ready at {version}",
@@ -326,8 +415,8 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     kind_cluster: Cluster, upgrade_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = upgrade_namespace, kind_cluster.kubectl
-    objects = installation_on_etcd_pod(kind_cluster, ns, OLD, REPLICAS)
-    timeline = Timeline(kind_cluster, ns, INSTALLATION)
+    objects = installation_on_etcd_pod(kind_cluster, ns, OLD, REPLICAS, servers=True)
+    timeline = Timeline(kind_cluster, ns, COMPONENTS)
     stack = ExitStack()
     steps: list[tuple[str, float, float]] = []
     reader: FrontProxyReader | None = None
@@ -335,7 +424,10 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     try:
         kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(objects))
         timeline.start()
-        timeline.mark(f"applied the cache server, root, shard-1 and the front-proxy at {OLD}")
+        timeline.mark(
+            f"applied the cache server, root, shard-1, their virtual-workspace servers and the "
+            f"front-proxy at {OLD}"
+        )
         wait_installation(kind_cluster, ns, OLD, timeline)
         timeline.mark(f"all Ready at {OLD}")
         front = ("kcp-front-proxy", front_proxy_kubeconfig(kind_cluster, ns, tmp_path))
@@ -344,11 +436,23 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="upgrade")
         checks = DataSteps(data, apis, "durability", "installation")
         timeline.mark(f"data created: {len(data.records)} objects, through the front-proxy too")
-        paths = data.through_front_proxy()
+        front_api = apis[FRONT_PROXY_API]
+        token = secrets.token_hex(3)
+        export_path, export_url = exported(front_api, apis["root"], token)
+        assert urlsplit(export_url).netloc == f"root-vw.{ns}.svc:6443", export_url
+        vw_path = urlsplit(export_url).path
+        timeline.mark(f"the root's APIExportEndpointSlice in {export_path} lists {export_url}")
+        paths = {**data.through_front_proxy(), VW_KEY: widgets_path(vw_path)}
         keys = sorted(paths)
         reader = FrontProxyReader(kind_cluster, ns, "kcp-front-proxy-admin-kubeconfig", paths)
         reader.start()
         stack.callback(reader.stop)
+        wait_for(
+            lambda: {r.key for r in reader.reads() if r.ok} == set(keys) if reader else False,
+            60,
+            f"a good read of each of {keys}",
+            interval=2,
+        )
         timeline.mark(f"reading {keys} through the front-proxy every second, from a pod")
         planned = plan_json(kind_cluster, "-n", ns, "--to", NEW)
         timeline.mark(f"plan --to {NEW}: {plan_summary(planned)}")
@@ -371,6 +475,9 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         timeline.mark(f"all Ready at {NEW}")
         steps.append((f"the upgrade to {NEW}", began, time.time()))
         upgrade = timeline.samples[upgrade_from:]
+        rollouts = {
+            f"the upgrade to {NEW}": rollout_against_plan(planned, upgrade, NEW, timeline.at(began))
+        }
         after_upgrade = wait_for(
             lambda: _scrape_at(kind_cluster, NEW), 60, f"/metrics of the new operator pod at {NEW}"
         )
@@ -428,6 +535,8 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
             steps.append((what, began, time.time()))
             checks.check(what, took)
 
+        planned_next = plan_json(kind_cluster, "-n", ns, "--to", NEXT)
+        timeline.mark(f"plan --to {NEXT}: {plan_summary(planned_next)}")
         began, started = time.time(), time.monotonic()
         next_from = len(timeline.samples)
         bump_installation(kind_cluster, ns, NEXT)
@@ -437,10 +546,16 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         steps.append((f"the upgrade to {NEXT}", began, time.time()))
         checks.check(f"the upgrade to {NEXT}", time.monotonic() - started)
         to_next = timeline.samples[next_from:]
+        rollouts[f"the upgrade to {NEXT}"] = rollout_against_plan(
+            planned_next, to_next, NEXT, timeline.at(began)
+        )
 
         root_down = kill_root(kind_cluster, ns, timeline)
         steps.append(("both root pods killed", *root_down))
         checks.check("both root pods killed", root_down[1] - root_down[0])
+        status, _ = front_api.request("GET", widgets_path(vw_path))
+        assert status == 200, f"the root's virtual-workspace URL through the front-proxy: {status}"
+        assert widgets_at(front_api, vw_path) == [f"w-{token}"], "the Widget kept"
         reads = reader.reads()
     except BaseException:
         timeline.stop()
@@ -463,7 +578,10 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     )
     for shard in SHARDS:
         log(f"{shard}: longest /readyz failure {longest_outage(upgrade, shard):.0f}s")
-    figures = front_proxy_figures(reads, steps, keys)
+    for name, rows in rollouts.items():
+        table_of_rows = rollout_table(rows)
+        print(f"\nRollouts of {name} against the plan (seconds after the bump):\n{table_of_rows}")
+    figures = front_proxy_figures(reads, steps, keys, rollouts)
     assert_rollout(upgrade, NEW, restart_bound=restart)
     for shard in SHARDS:
         log(f"{shard}: longest /readyz failure to {NEXT} {longest_outage(to_next, shard):.0f}s")
@@ -477,6 +595,10 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     assert all(p.flag for s in timeline.samples for p in s.pods["shard-1"])
     assert not any(p.flag for s in timeline.samples for p in s.pods["root"])
     assert all(r.ok for r in reads if r.at < steps[0][1]), "reads failed before the upgrade"
+    for key in keys:
+        last = [r for r in reads if r.key == key][-3:]
+        assert last, key
+        assert all(r.ok for r in last), f"reads of {key} failing at the end: {last}"
     root_killed = figures[-1]
     log(
         "with both root pods gone, reads through the front-proxy of the workspace on shard-1: "
@@ -487,5 +609,6 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         f"kcp {NEXT} serves a workspace on shard-1 through the front-proxy while the root shard "
         "is down (seen on every run so far): a failed read is a regression"
     )
-    assert_plan_was_the_upgrade(planned, upgrade)
+    assert_plan_was_the_upgrade(planned, upgrade, OLD, NEW)
+    assert_plan_was_the_upgrade(planned_next, to_next, NEW, NEXT)
     assert_metrics_moved(initial, before_kill, after_upgrade, upgrade)

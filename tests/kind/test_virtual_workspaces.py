@@ -38,14 +38,15 @@ import pytest
 import yaml
 
 from testkit.kcpapi import ShardAPI
-from testkit.kcpdata import FRONT_PROXY, WORKSPACES_PATH, KcpData
-from testkit.kube import Cluster, KubectlError
+from testkit.kcpdata import FRONT_PROXY, KcpData
+from testkit.kube import Cluster
 from testkit.tools import REPO, log
 from testkit.wait import wait_for
 
 from .durability import RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
 from .kind import Forward, describe_failure, kcp_namespace, pod_ready, pods
 from .reader import FrontProxyReader, Read, failures, longest_failure
+from .virtualworkspaces import exported, save_logs, served, widgets_at, widgets_path
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -54,8 +55,6 @@ SHARDS = ("root", "shard-1")
 START_TIMEOUT = 480
 STANDALONE = "--run-virtual-workspaces=false"
 SERVER_NAME = "kcp-virtual-workspaces"
-GROUP = "example.io"
-APIS = "/apis/apis.kcp.io/v1alpha1"
 FRONT_PROXY_DEPLOYMENT = "kcp-front-proxy"
 READER_SECRET = "kcp-front-proxy-admin-kubeconfig"
 """The users' admin kubeconfig of FrontProxy ``kcp`` (its server is the front-proxy's Service)."""
@@ -176,151 +175,12 @@ def reads_since(reader: FrontProxyReader, since: float) -> bool:
     return len([r for r in reader.reads() if r.at > since]) >= SETTLE
 
 
-def save_logs(cluster: Cluster, namespace: str, folder: Path) -> None:
-    """Every container's log (with timestamps, the previous container's too) into
-    ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for pod in json.loads(cluster.kubectl("get", "pods", "-n", namespace, "-o", "json"))["items"]:
-        name = pod["metadata"]["name"]
-        for previous in ("", "--previous"):
-            try:
-                text = cluster.kubectl(
-                    "logs", "-n", namespace, name, "--all-containers", "--timestamps",
-                    *([previous] if previous else []), timeout=60,
-                )  # fmt: skip
-            except KubectlError:  # no previous container, or the pod went
-                continue
-            (folder / f"{name}{previous.replace('--', '.')}.log").write_text(text)
-    log(f"the pods' logs of {namespace} saved in {folder}")
-
-
 def server_log(cluster: Cluster, namespace: str, server: str) -> str:
     """What every pod of virtual-workspace server ``server`` logged."""
     return "".join(
         cluster.kubectl("logs", "-n", namespace, pod["metadata"]["name"], timeout=60)
         for pod in pods(cluster, namespace, server, SERVER_NAME)
     )
-
-
-def exported(front: ShardAPI, shard: str, token: str) -> tuple[str, str]:
-    """A workspace on ``shard`` (through the front-proxy) with an APIExport of a Widget
-    resource, an APIBinding to it, a Widget and an APIExportEndpointSlice: the workspace
-    path and the URL the slice lists for ``shard``'s virtual workspaces."""
-    workspace = f"vw-exports-{shard}-{token}"
-    path = f"root:{workspace}"
-    front.create(
-        WORKSPACES_PATH,
-        {
-            "apiVersion": "tenancy.kcp.io/v1alpha1",
-            "kind": "Workspace",
-            "metadata": {"name": workspace},
-            "spec": {"location": {"selector": {"matchLabels": {"name": shard}}}},
-        },
-    )
-    wait_for(
-        lambda: (
-            ((front.get(f"{WORKSPACES_PATH}/{workspace}") or {}).get("status") or {}).get("phase")
-            == "Ready"
-        ),
-        120,
-        f"workspace {workspace} Ready",
-        interval=2,
-    )
-    here = f"/clusters/{path}"
-    front.create(
-        f"{here}{APIS}/apiresourceschemas",
-        {
-            "apiVersion": "apis.kcp.io/v1alpha1",
-            "kind": "APIResourceSchema",
-            "metadata": {"name": f"v1.widgets.{GROUP}"},
-            "spec": {
-                "group": GROUP,
-                "names": {
-                    "plural": "widgets",
-                    "singular": "widget",
-                    "kind": "Widget",
-                    "listKind": "WidgetList",
-                },
-                "scope": "Namespaced",
-                "versions": [
-                    {
-                        "name": "v1",
-                        "served": True,
-                        "storage": True,
-                        "schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    }
-                ],
-            },
-        },
-    )
-    export = {"path": path, "name": "widgets"}
-    for resource, spec in (
-        ("apiexports", {"latestResourceSchemas": [f"v1.widgets.{GROUP}"]}),
-        ("apibindings", {"reference": {"export": export}}),
-        ("apiexportendpointslices", {"export": export}),
-    ):
-        kind = {"apiexports": "APIExport", "apibindings": "APIBinding"}.get(
-            resource, "APIExportEndpointSlice"
-        )
-        front.create(
-            f"{here}{APIS}/{resource}",
-            {
-                "apiVersion": "apis.kcp.io/v1alpha1",
-                "kind": kind,
-                "metadata": {"name": "widgets"},
-                "spec": spec,
-            },
-        )
-    wait_for(
-        lambda: (
-            ((front.get(f"{here}{APIS}/apibindings/widgets") or {}).get("status") or {}).get(
-                "phase"
-            )
-            == "Bound"
-        ),
-        120,
-        f"APIBinding widgets in {path} Bound",
-        interval=2,
-    )
-    widget = {"apiVersion": f"{GROUP}/v1", "kind": "Widget", "metadata": {"name": f"w-{token}"}}
-
-    def created() -> bool:
-        # The bound resource may take a moment to be served in the workspace.
-        status, _ = front.request(
-            "POST", f"{here}/apis/{GROUP}/v1/namespaces/default/widgets", widget
-        )
-        return status in (200, 201, 409)
-
-    wait_for(created, 60, f"a Widget created in {path}", interval=2)
-
-    def listed() -> str | None:
-        slice_ = front.get(f"{here}{APIS}/apiexportendpointslices/widgets") or {}
-        urls = [e.get("url", "") for e in (slice_.get("status") or {}).get("endpoints") or []]
-        urls += [
-            e.get("url", "") for e in (slice_.get("status") or {}).get("apiExportEndpoints") or []
-        ]
-        return next((url for url in urls if url), None)
-
-    wait_for(lambda: listed() is not None, 120, f"the endpoint slice of {path} listing a URL")
-    url = listed()
-    assert url is not None
-    return path, url
-
-
-def served(log_text: str, url_path: str) -> bool:
-    """Whether the access log (``--v=4``) holds a request for the Widgets under
-    ``url_path``."""
-    return any(
-        "URI=" in line and url_path in line and f"/apis/{GROUP}/v1/widgets" in line
-        for line in log_text.splitlines()
-    )
-
-
-def widgets_at(api: ShardAPI, url_path: str) -> list[str]:
-    """The Widgets the virtual workspace at ``url_path`` lists in every workspace."""
-    status, body = api.request("GET", f"{url_path}/clusters/*/apis/{GROUP}/v1/widgets")
-    assert status == 200, f"GET {url_path}: {status} {body}"
-    return sorted(item["metadata"]["name"] for item in body.get("items") or [])
 
 
 def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspaces(
@@ -365,7 +225,7 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
             front = apis[FRONT_PROXY]
             token = secrets.token_hex(3)
 
-            _, url = exported(front, "shard-1", token)
+            _, url = exported(front, apis["shard-1"], token)
             log(f"the endpoint slice of shard-1's APIExport lists {url}")
             parts = urlsplit(url)
             assert parts.netloc == f"shard-1-vw.{ns}.svc:6443", url
@@ -380,7 +240,7 @@ def test_standalone_virtual_workspace_servers_serve_their_shards_virtual_workspa
                 "shard-1's virtual-workspace server served the listing"
             )
 
-            _, root_url = exported(front, "root", token)
+            _, root_url = exported(front, apis["root"], token)
             log(f"the endpoint slice of the root's APIExport lists {root_url}")
             root_path = urlsplit(root_url).path
             assert urlsplit(root_url).netloc == f"root-vw.{ns}.svc:6443", root_url
@@ -438,8 +298,7 @@ def switch_root(cluster: Cluster, namespace: str, root_path: str) -> list[dict[s
     def create() -> None:
         kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(server))
 
-    path = f"{root_path}/clusters/*/apis/{GROUP}/v1/widgets"
-    reader = FrontProxyReader(cluster, ns, READER_SECRET, {VW_KEY: path})
+    reader = FrontProxyReader(cluster, ns, READER_SECRET, {VW_KEY: widgets_path(root_path)})
     reader.start()
     windows: list[tuple[str, float, float]] = []
     try:

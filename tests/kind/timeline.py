@@ -1,5 +1,6 @@
 """What the kind upgrade tests sample while an installation rolls: a timeline of the pods of
-the shards (and of its cache server and front-proxy, where it has them), PDBs,
+the shards (and of its cache server, virtual-workspace servers and front-proxy, where it has
+them), PDBs,
 ``status.version``, ``/readyz`` and the operator's rollouts-in-progress gauge, a faster
 ``/readyz`` probe per Service, and the figures read off them."""
 
@@ -22,6 +23,12 @@ CACHE = "cache"
 FRONT_PROXY = "front-proxy"
 INSTALLATION = (CACHE, *SHARDS, FRONT_PROXY)
 """The components of a whole installation, in the order they roll."""
+SERVER_SUFFIX = "-vw"
+SERVERS = tuple(f"{shard}{SERVER_SUFFIX}" for shard in SHARDS)
+"""The VirtualWorkspaceServer of each shard (named as its shard), as a component."""
+WITH_SERVERS = (CACHE, "root", "root-vw", "shard-1", "shard-1-vw", FRONT_PROXY)
+"""A whole installation whose shards run their virtual workspaces in standalone servers, in
+the order of ``kcp-shard-operator plan``."""
 REPLICAS = 2
 FLAG = "--root-shard-kubeconfig-file"
 ROLLOUTS_IN_PROGRESS = "kcp_shard_operator_rollouts_in_progress"
@@ -36,7 +43,10 @@ def component_of(labels: dict[str, str]) -> str:
         return CACHE
     if app == "kcp-front-proxy":
         return FRONT_PROXY
-    return labels.get("app.kubernetes.io/instance", "")
+    instance = labels.get("app.kubernetes.io/instance", "")
+    if app == "kcp-virtual-workspaces":
+        return f"{instance}{SERVER_SUFFIX}"
+    return instance
 
 
 @dataclass(frozen=True)
@@ -120,6 +130,10 @@ class Timeline:
             if component in self.components:
                 items = self._get(kind)["items"]
                 versions[component] = items[0].get("status", {}).get("version") if items else None
+        if any(component in SERVERS for component in self.components):
+            for server in self._get("virtualworkspaceservers")["items"]:
+                name = f"{server['metadata']['name']}{SERVER_SUFFIX}"
+                versions[name] = server.get("status", {}).get("version")
         readyz: dict[str, bool] = {}
         for shard in SHARDS:
             try:
@@ -204,8 +218,9 @@ class Timeline:
 
 
 def _width(component: str) -> int:
-    """Room for the pods of ``component`` (version/ready/flag each, with a surge pod)."""
-    return 22 if component == CACHE else 44
+    """Room for the pods of ``component`` (version/ready/flag each, with a surge pod; a
+    shard's ``Recreate`` may show two old and two new)."""
+    return 22 if component == CACHE else 32 if component in SERVERS else 44
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from kcp_shard_operator.controller.reads import (
     read,
     read_front_proxy,
     read_secrets,
+    virtual_workspace_servers,
     virtual_workspaces_of,
 )
 from kcp_shard_operator.controller.writes import write_status
@@ -203,6 +204,11 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         secrets.revisions,
         secrets.keys,
         serves(virtual_workspaces_of(ctx, namespace, root_ref)),
+        [
+            server
+            for server in virtual_workspace_servers(ctx, namespace)
+            if any(shard.name == server.spec.shard_ref.name for shard in shards)
+        ],
     )
     failures = write_children(ctx, obj, decision.apply, observed, logger)
     if failures is None:

@@ -78,8 +78,8 @@ class Metrics:
         )
         self.rollout_seconds = Histogram(
             f"{PREFIX}_rollout_duration_seconds",
-            "Seconds from the start of a shard's rollout to every replica running it, by role "
-            "(root, non-root).",
+            "Seconds from the start of a rollout to every replica running it, by role (root, "
+            "non-root, cache-server, virtual-workspaces, front-proxy).",
             ["role"],
             buckets=ROLLOUT_BUCKETS,
             registry=registry,

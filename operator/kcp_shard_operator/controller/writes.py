@@ -4,7 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kcp_shard_operator.constants import CACHE_SERVER_KIND, FIELD_MANAGER, FRONT_PROXY_KIND
+from kcp_shard_operator.constants import (
+    CACHE_SERVER_KIND,
+    FIELD_MANAGER,
+    FRONT_PROXY_KIND,
+    VIRTUAL_WORKSPACES_KIND,
+)
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.installation.census import rollout_seconds
@@ -140,6 +145,8 @@ def _observe_rollout(ctx: Context, obj: JSON, before: JSON | None) -> None:
             if kind == CACHE_SERVER_KIND
             else "front-proxy"
             if kind == FRONT_PROXY_KIND
+            else "virtual-workspaces"
+            if kind == VIRTUAL_WORKSPACES_KIND
             else "non-root"
             if (obj.get("spec") or {}).get("rootShardRef")
             else "root"

@@ -305,12 +305,16 @@ def test_plan_puts_each_virtual_workspace_server_after_its_shard_before_the_fron
         ("Shard", "shard-1", 3),
         ("VirtualWorkspaceServer", "root", 3),
         ("VirtualWorkspaceServer", "shard-1", 4),
-        ("FrontProxy", "kcp", 4),
+        ("FrontProxy", "kcp", 5),
     ]
     servers = {step["name"]: step for step in steps if step["kind"] == "VirtualWorkspaceServer"}
     # kcp 0.31 hid and ignored the server's --shard-external-url; 0.34.0 renders it no more.
     assert servers["shard-1"]["flagsDropped"] == ["--shard-external-url"]
     assert servers["shard-1"]["waitsFor"] == f"Shard shard-1 to roll out kcp {NEW}"
+    proxy = steps[-1]
+    assert proxy["waitsFor"] == (
+        f"the shards of root and their virtual-workspace servers to roll out kcp {NEW}"
+    )
     assert all(step["outcome"] == ROLLS for step in steps)
 
 

@@ -20,10 +20,19 @@ EXPORT = "/clusters/abc/apis/apis.kcp.io/v1alpha1/apiexports/x"
 class FakeShard(ShardAPI):
     objects: dict[str, JSON] = field(default_factory=dict)
     down: bool = False
+    patches: list[tuple[str, JSON, str]] = field(default_factory=list)
 
-    def request(self, method: str, path: str, body: JSON | None = None) -> tuple[int, JSON]:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: JSON | None = None,
+        content_type: str = "application/json",
+    ) -> tuple[int, JSON]:
         if self.down:
             raise UnreachableError(f"{method} {path}: connection refused")
+        if method == "PATCH" and body is not None:
+            self.patches.append((path, body, content_type))
         if path in self.objects:
             return 200, self.objects[path]
         return 404, {"kind": "Status"}
@@ -82,3 +91,28 @@ def test_an_unreachable_shard_is_a_problem_too(monkeypatch: pytest.MonkeyPatch) 
 def test_the_base_url_drops_a_clusters_path() -> None:
     assert base_url("https://127.0.0.1:6443/clusters/root") == "https://127.0.0.1:6443"
     assert base_url("https://kcp.example:6443/") == "https://kcp.example:6443"
+
+
+LC = "/clusters/abc/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
+
+
+def logical_cluster(phase: str, reason: str, message: str) -> JSON:
+    condition = {"type": "APIBindingsInitialized", "status": "False", "reason": reason}
+    return {"status": {"phase": phase, "conditions": [{**condition, "message": message}]}}
+
+
+def test_a_workspace_the_apibinding_initializer_gave_up_on_is_touched() -> None:
+    fake = FakeShard("shard-1", Path("unused"))
+    gave_up = "encountered errors: error getting logicalcluster abc|cluster: not found"
+    kcpdata.unstick(fake, LC, logical_cluster("Initializing", "APIBindingErrors", gave_up))
+    assert len(fake.patches) == 1
+    path, body, content_type = fake.patches[0]
+    assert (path, content_type) == (LC, "application/merge-patch+json")
+    assert kcpdata.RETRY_ANNOTATION in body["metadata"]["annotations"]
+    for phase, reason, message in (
+        ("Ready", "APIBindingErrors", gave_up),
+        ("Initializing", "APIBindingErrors", "APIExport root:missing not found"),
+        ("Initializing", "SomethingElse", gave_up),
+    ):
+        kcpdata.unstick(fake, LC, logical_cluster(phase, reason, message))
+    assert len(fake.patches) == 1, "only a LogicalCluster the initializer gave up on"

@@ -17,8 +17,9 @@ from kcp_shard_operator.controller.fanout import (
 )
 from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
 from kcp_shard_operator.core.frontproxy.render import render_front_proxy
-from kcp_shard_operator.core.frontproxy.spec import parse_front_proxy
+from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.kcp.versions import (
     CACHE_KUBECONFIG_FLAG,
     Role,
@@ -44,7 +45,7 @@ from kcp_shard_operator.core.virtualworkspaces.status import (
     virtual_workspaces_status,
 )
 from tests.conftest import RELEASE, make, non_root_object, shard_object
-from tests.fake_kube import READY_STATUS, SECRETS, FakeKube, context, rolled_out, run
+from tests.fake_kube import READY_STATUS, SECRETS, FakeKube, context, rolled_out, run, watched
 
 LOGGER = logging.getLogger("test")
 ROLE = Role.VIRTUAL_WORKSPACES
@@ -255,6 +256,40 @@ def test_the_front_proxy_sends_services_to_the_roots_server() -> None:
     assert backends(None)["/services/"] == "https://root-kcp.ns.svc:6443"
 
 
+def test_the_front_proxy_rolls_after_the_servers_of_its_shards() -> None:
+    root = make({**shard_object(), "status": {"version": "0.34.0", **READY_STATUS}})
+    shard = make({**non_root_object(), "status": {"version": "0.34.0", **READY_STATUS}})
+
+    def front_proxy(version: str) -> FrontProxy:
+        return parse_front_proxy(
+            {
+                "apiVersion": "kcpshard.dev/v1alpha1",
+                "kind": "FrontProxy",
+                "metadata": {"name": "kcp", "namespace": "ns"},
+                "spec": {"version": version, "rootShardRef": {"name": "root"}},
+            }
+        )
+
+    proxy = front_proxy("0.34.0")
+    older = render_front_proxy(front_proxy("0.30.0"), root, RELEASE).deployment
+    behind = parse_virtual_workspace_server({**server_object(), "status": {"version": "0.30.0"}})
+    decision = plan_front_proxy(
+        proxy, root, [root, shard], {"Deployment": older}, RELEASE, servers=[behind]
+    )
+    assert decision.waiting_reason == "WaitingForShards"
+    assert decision.waiting == (
+        "VirtualWorkspaceServer shard-1 runs kcp 0.30.0: the front-proxy rolls to kcp 0.34.0 "
+        "once every shard of root and their virtual-workspace servers run kcp 0.34.0 or newer"
+    )
+    caught_up = parse_virtual_workspace_server(
+        {**server_object(), "status": {"version": "0.34.0", **READY_STATUS}}
+    )
+    decision = plan_front_proxy(
+        proxy, root, [root, shard], {"Deployment": older}, RELEASE, servers=[caught_up]
+    )
+    assert decision.waiting is None
+
+
 def test_one_server_per_shard_the_first_by_name_and_only_once_ready() -> None:
     servers = [server("b", shardRef={"name": "shard-1"}), server("a", shardRef={"name": "shard-1"})]
     found = serving(servers, "ns", "shard-1")
@@ -327,6 +362,14 @@ def test_a_pass_issues_its_secrets_and_writes_its_children() -> None:
     assert status["url"] == "https://shard-1-vw.ns.svc:6443"
     assert status["certificates"]
     assert ("PodDisruptionBudget", "ns", "shard-1-vw") in kube.objects
+    watched(ctx, kube.roll_out("ns", "shard-1-vw"))
+    reconcile_virtual_workspaces(ctx, "ns", "shard-1", LOGGER)
+    status = kube.objects[("VirtualWorkspaceServer", "ns", "shard-1")]["status"]
+    assert status["phase"] == "Ready"
+    count = "kcp_shard_operator_rollout_duration_seconds_count"
+    observed = ctx.metrics.registry.get_sample_value(count, {"role": "virtual-workspaces"})
+    assert observed == 1, "its rollout is counted as a virtual-workspace server's"
+    assert ctx.metrics.registry.get_sample_value(count, {"role": "root"}) in (None, 0)
 
 
 def test_a_secret_event_reaches_the_servers_and_shards_that_use_it() -> None:

@@ -2,8 +2,9 @@
 
 The front-proxy is the last of an installation to move: it starts once its root shard is
 Ready, and rolls to a new kcp version only once every shard of the installation (the root
-and the shards naming it) runs that version or a newer one. While it waits, the rest of its
-spec still applies at the version it runs.
+and the shards naming it) and every virtual-workspace server of those shards runs that
+version or a newer one. While it waits, the rest of its spec still applies at the version it
+runs.
 """
 
 from __future__ import annotations
@@ -58,11 +59,15 @@ def shard_ready(shard: Shard) -> bool:
 
 
 def waiting_for(
-    proxy: FrontProxy, root: Shard, shards: Collection[Shard], deployment: JSON | None
+    proxy: FrontProxy,
+    root: Shard,
+    shards: Collection[Shard],
+    deployment: JSON | None,
+    servers: Collection[VirtualWorkspaceServer] = (),
 ) -> tuple[str, str] | None:
     """(reason, message) of what ``proxy`` waits for before it starts or rolls to its spec
     version; None when it may go ahead. ``shards`` are the installation's Shards, the root
-    among them."""
+    among them, ``servers`` the VirtualWorkspaceServers of those shards."""
     wanted = proxy.spec.version
     if deployed_version(deployment) == wanted:
         return None
@@ -74,17 +79,29 @@ def waiting_for(
             f"root shard {root.name} is not Ready yet; the front-proxy starts once it is",
         )
     target = proxy.spec.kcp_version
+    running: list[tuple[str, Version | None]] = [
+        *((shard.name, shard.status_version) for shard in sorted(shards, key=lambda s: s.name)),
+        *(
+            (f"VirtualWorkspaceServer {server.name}", server.status_version)
+            for server in sorted(servers, key=lambda s: s.name)
+        ),
+    ]
     behind = [
-        f"{shard.name} runs kcp {shard.status_version or '(not rolled out yet)'}"
-        for shard in sorted(shards, key=lambda found: found.name)
-        if shard.status_version is None or shard.status_version < target
+        f"{name} runs kcp {version or '(not rolled out yet)'}"
+        for name, version in running
+        if version is None or version < target
     ]
     if not behind:
         return None
+    every = (
+        f"every shard of {root.name} and their virtual-workspace servers run"
+        if servers
+        else f"every shard of {root.name} runs"
+    )
     return (
         WAITING_FOR_SHARDS,
-        f"{'; '.join(behind)}: the front-proxy rolls to kcp {wanted} once every shard of "
-        f"{root.name} runs kcp {wanted} or newer",
+        f"{'; '.join(behind)}: the front-proxy rolls to kcp {wanted} once {every} kcp "
+        f"{wanted} or newer",
     )
 
 
@@ -97,11 +114,14 @@ def plan_front_proxy(
     secret_revisions: Mapping[str, str] | None = None,
     secret_keys: Mapping[str, Collection[str]] | None = None,
     virtual_workspaces: VirtualWorkspaceServer | None = None,
+    servers: Collection[VirtualWorkspaceServer] = (),
 ) -> ProxyPlan:
     """Decide the pass for ``proxy``: ``root`` is its root Shard (None: not found), ``shards``
     the installation's Shards, ``observed`` maps kind -> live child or None,
     ``secret_revisions`` the resourceVersions of the Secrets that exist,
-    ``virtual_workspaces`` the server running the root's virtual workspaces (None: none)."""
+    ``virtual_workspaces`` the server running the root's virtual workspaces (None: none),
+    ``servers`` the VirtualWorkspaceServers of the installation's shards (it rolls after
+    them)."""
     if root is None:
         return ProxyPlan(
             error=f"root Shard {root_name(proxy)!r} (spec.rootShardRef) not found in "
@@ -109,7 +129,7 @@ def plan_front_proxy(
             error_reason=ROOT_SHARD_NOT_FOUND,
         )
     deployment = observed.get("Deployment")
-    waits = waiting_for(proxy, root, shards, deployment)
+    waits = waiting_for(proxy, root, shards, deployment, servers)
     held = None if waits is None else held_at_running_version(proxy, deployment)
     target = held or proxy
     try:

@@ -6,7 +6,8 @@ and a front-proxy once every shard of its installation runs its version
 CacheServer as rolled out already; here the cache servers get steps of their own, the Shards'
 order moves behind the cache servers they wait for, and each front-proxy comes after its
 shards, with the flags its new version renders. A virtual-workspace server comes after its
-shard (it rolls once its shard runs its version) and before the front-proxy.
+shard (it rolls once its shard runs its version) and before the front-proxy (which waits for
+the servers of its shards as for the shards).
 """
 
 from __future__ import annotations
@@ -202,10 +203,13 @@ def proxy_step(
     release: Version,
     shard_steps: Sequence[Step],
     refs: Refs,
+    server_steps: Mapping[str, Sequence[Step]] | None = None,
 ) -> Step:
     """What the operator does with ``proxy`` once its ``spec.version`` is ``target`` (None: as
-    it is), after ``shard_steps``: roll it once every shard of its installation runs that
-    version or a newer one, with the flags that version takes."""
+    it is), after ``shard_steps`` and ``server_steps`` (the steps of the
+    VirtualWorkspaceServers of each Shard, by the Shard's ``namespace/name``): roll it once
+    every shard of its installation and their servers run that version or a newer one, with
+    the flags that version takes."""
     namespace, name, now = proxy.namespace, proxy.name, deployed_version(live)
     roots = {key: root for key, (_, root) in refs.items()}
     if _key(namespace, root_name(proxy)) not in roots:
@@ -223,7 +227,11 @@ def proxy_step(
     except (SpecError, ValueError) as err:
         return _step(FRONT_PROXY_KIND, namespace, name, INVALID, now=now, reason=INVALID,
                      message=str(err))  # fmt: skip
-    members = _installation(proxy, shard_steps, roots)
+    shards = _installation(proxy, shard_steps, roots)
+    members = [
+        *shards,
+        *(step for shard in shards for step in (server_steps or {}).get(shard.key, ())),
+    ]
     # A step's ``after`` is the kcp its shard ends at, whether it rolls, waits or is refused.
     behind = [
         step
@@ -233,8 +241,9 @@ def proxy_step(
     if now != wanted and behind:
         names = ", ".join(step.name for step in behind)
         message = (
-            f"waits for every shard of {root_name(proxy)} to run kcp {wanted} or newer, which "
-            f"the plan does not reach ({names}): it stays at the kcp it runs"
+            f"waits for every shard of {root_name(proxy)} and their virtual-workspace servers "
+            f"to run kcp {wanted} or newer, which the plan does not reach ({names}): it stays "
+            "at the kcp it runs"
         )
         return _step(FRONT_PROXY_KIND, namespace, name, WAITS, now=now, after=now,
                      waits_for=f"shards {names}", reason=WAITING_FOR_SHARDS,
@@ -242,7 +251,7 @@ def proxy_step(
     was = container_args(live, PROXY_CONTAINER)
     if now == wanted and was == will:
         return _step(FRONT_PROXY_KIND, namespace, name, UNCHANGED, now=now, after=wanted)
-    # It waits only for the shards that run an older kcp than it rolls to.
+    # It waits only for the shards and servers that run an older kcp than it rolls to.
     waited = [
         step for step in members if step.wave and (parse_or_none(step.now) or version) < version
     ]
@@ -258,9 +267,19 @@ def proxy_step(
         after=wanted,
         flags_added=added,
         flags_dropped=dropped,
-        waits_for=f"the shards of {root_name(proxy)} to roll out kcp {wanted}" if waited else None,
+        waits_for=_proxy_waits_for(root_name(proxy), wanted, waited),
         notes=pinned_tag_notes(proxy.spec.image.tag, wanted),
     )
+
+
+def _proxy_waits_for(root: str, wanted: str, waited: Sequence[Step]) -> str | None:
+    """What a front-proxy's step waits for: the shards of ``root`` (``waited``, the steps
+    that roll before it), and their virtual-workspace servers when any of those roll."""
+    if not waited:
+        return None
+    servers = any(step.kind == VIRTUAL_WORKSPACES_KIND for step in waited)
+    also = " and their virtual-workspace servers" if servers else ""
+    return f"the shards of {root}{also} to roll out kcp {wanted}"
 
 
 def server_step(
@@ -366,12 +385,6 @@ def plan_installation(
     ]
     refs = _refs(shard_objects)
     shards = after_caches(shard_steps, refs, cache_steps)
-    proxy_steps = [
-        proxy_step(
-            proxy, deployments.get((FRONT_PROXY_KIND, proxy.key)), target, release, shards, refs
-        )
-        for proxy in proxies
-    ]
     server_steps = [
         server_step(
             server,
@@ -382,6 +395,21 @@ def plan_installation(
             shards,
         )
         for server in servers
+    ]
+    by_shard: dict[str, list[Step]] = {}
+    for server, step in zip(servers, server_steps, strict=True):
+        by_shard.setdefault(_key(server.namespace, shard_name(server)), []).append(step)
+    proxy_steps = [
+        proxy_step(
+            proxy,
+            deployments.get((FRONT_PROXY_KIND, proxy.key)),
+            target,
+            release,
+            shards,
+            refs,
+            by_shard,
+        )
+        for proxy in proxies
     ]
     return sorted(
         [*cache_steps, *shards, *server_steps, *proxy_steps],
