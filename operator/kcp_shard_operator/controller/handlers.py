@@ -49,11 +49,15 @@ from kcp_shard_operator.controller.kubeconfig import reconcile_kubeconfig, relea
 from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.schedule import pool
 from kcp_shard_operator.controller.shard import reconcile
-from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
+from kcp_shard_operator.controller.virtualworkspaces import (
+    reconcile_virtual_workspaces,
+    still_sent_to_deleted,
+)
 from kcp_shard_operator.controller.watched import CHILDREN, OWNER_KINDS, PODS, SECRETS
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.cacheserver.render import NAME as CACHE_SERVER_NAME
+from kcp_shard_operator.core.virtualworkspaces.release import RELEASE_SECONDS
 
 RESYNC_SECONDS = 30.0
 WATCH_INACTIVITY_SECONDS = 70.0
@@ -185,6 +189,17 @@ def on_kubeconfig_deleted(*, body: kopf.Body, memo: Any, logger: Logger, **_: An
     problems = release(_context(memo), cast(JSON, dict(body)), logger)
     if problems:
         raise kopf.TemporaryError("; ".join(problems), delay=RELEASE_DELAY_SECONDS)
+
+
+SERVER_RELEASE_DELAY_SECONDS = 5
+
+
+def on_virtual_workspaces_deleted(*, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
+    """Keep a deleted VirtualWorkspaceServer (its pods) until its shard and the front-proxies
+    have rolled off it (at most about RELEASE_SECONDS, then let go)."""
+    waiting = still_sent_to_deleted(_context(memo), cast(JSON, dict(body)))
+    if waiting:
+        raise kopf.TemporaryError("; ".join(waiting), delay=SERVER_RELEASE_DELAY_SECONDS)
 
 
 def on_child(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
@@ -360,5 +375,13 @@ def register(registry: kopf.OperatorRegistry) -> None:
         retries=RELEASE_RETRIES,
         registry=registry,
     )(on_kubeconfig_deleted)
+    kopf.on.delete(
+        API_GROUP,
+        API_VERSION,
+        VIRTUAL_WORKSPACES_PLURAL,
+        id="release_virtual_workspaces",
+        retries=RELEASE_SECONDS // SERVER_RELEASE_DELAY_SECONDS,
+        registry=registry,
+    )(on_virtual_workspaces_deleted)
     kopf.on.startup(registry=registry)(configure)
     kopf.on.cleanup(registry=registry)(stop)

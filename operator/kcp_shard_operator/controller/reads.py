@@ -186,9 +186,13 @@ def read_virtual_workspaces(ctx: Context, namespace: str, name: str) -> JSON | N
 
 
 def virtual_workspace_servers(ctx: Context, namespace: str) -> list[VirtualWorkspaceServer]:
-    """The valid VirtualWorkspaceServers of ``namespace``."""
+    """The valid VirtualWorkspaceServers of ``namespace`` that are not being deleted (one
+    being deleted serves its shard no more: the shard and the front-proxy move off it while
+    it is kept, :func:`virtualworkspaces.still_sent_to_deleted`)."""
     found = []
     for body in every(ctx, VIRTUAL_WORKSPACES_KIND, namespace):
+        if (body.get("metadata") or {}).get("deletionTimestamp"):
+            continue
         try:
             found.append(parse_virtual_workspace_server(body))
         except SpecError:

@@ -16,6 +16,7 @@ from kcp_shard_operator.controller.passes import (
     write_children,
 )
 from kcp_shard_operator.controller.reads import (
+    front_proxies,
     front_proxy_of,
     labelled_pods,
     read,
@@ -25,16 +26,20 @@ from kcp_shard_operator.controller.reads import (
     root_of,
 )
 from kcp_shard_operator.controller.writes import write_status
-from kcp_shard_operator.core.api.model import SpecError
+from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.frontproxy.names import child_name as proxy_child_name
+from kcp_shard_operator.core.frontproxy.names import mapping_name
 from kcp_shard_operator.core.kcp.podtemplate import secret_names
 from kcp_shard_operator.core.pki.issuance import Names
 from kcp_shard_operator.core.shard import pki
+from kcp_shard_operator.core.shard.spec import CHILD_SUFFIX as SHARD_SUFFIX
 from kcp_shard_operator.core.shard.spec import Shard, parse_shard
 from kcp_shard_operator.core.status.conditions import invalid_status
 from kcp_shard_operator.core.status.deployments import deployment_revision, rollout_complete
 from kcp_shard_operator.core.virtualworkspaces import pki as vwpki
 from kcp_shard_operator.core.virtualworkspaces.names import child_name, shard_name
 from kcp_shard_operator.core.virtualworkspaces.plan import plan_virtual_workspaces
+from kcp_shard_operator.core.virtualworkspaces.release import still_sent_to
 from kcp_shard_operator.core.virtualworkspaces.render import (
     render_virtual_workspaces,
     selector_labels,
@@ -186,3 +191,23 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     status = virtual_workspaces_status(server, seen, now())
     write_status(ctx, obj, status, deployment_revision(deployment))
     return degraded_reason(status)
+
+
+def still_sent_to_deleted(ctx: Context, body: JSON) -> list[str]:
+    """What still sends requests to the deleted VirtualWorkspaceServer ``body``
+    (:func:`release.still_sent_to`): its shard's Deployment and the namespace's front-proxies
+    as the watches last saw them."""
+    try:
+        server = parse_virtual_workspace_server(body)
+    except SpecError:
+        return []
+    namespace = server.namespace
+    shard = read(ctx, "apps/v1", "Deployment", namespace, f"{shard_name(server)}{SHARD_SUFFIX}")
+    proxies = {
+        proxy.name: (
+            read(ctx, "v1", "ConfigMap", namespace, mapping_name(proxy)),
+            read(ctx, "apps/v1", "Deployment", namespace, proxy_child_name(proxy)),
+        )
+        for proxy in front_proxies(ctx, namespace)
+    }
+    return still_sent_to(server, shard, proxies)

@@ -15,7 +15,11 @@ from kcp_shard_operator.controller.fanout import (
     virtual_workspaces_serving,
     virtual_workspaces_using,
 )
-from kcp_shard_operator.controller.virtualworkspaces import reconcile_virtual_workspaces
+from kcp_shard_operator.controller.reads import virtual_workspace_servers
+from kcp_shard_operator.controller.virtualworkspaces import (
+    reconcile_virtual_workspaces,
+    still_sent_to_deleted,
+)
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
 from kcp_shard_operator.core.frontproxy.render import render_front_proxy
@@ -35,6 +39,7 @@ from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.virtualworkspaces import pki as vwpki
 from kcp_shard_operator.core.virtualworkspaces.names import serves, service_url, serving
 from kcp_shard_operator.core.virtualworkspaces.plan import plan_virtual_workspaces
+from kcp_shard_operator.core.virtualworkspaces.release import still_sent_to
 from kcp_shard_operator.core.virtualworkspaces.render import render_virtual_workspaces
 from kcp_shard_operator.core.virtualworkspaces.spec import (
     VirtualWorkspaceServer,
@@ -49,6 +54,7 @@ from tests.fake_kube import READY_STATUS, SECRETS, FakeKube, context, rolled_out
 
 LOGGER = logging.getLogger("test")
 ROLE = Role.VIRTUAL_WORKSPACES
+STANDALONE = "--run-virtual-workspaces=false"
 
 
 def server_object(name: str = "shard-1", **spec: Any) -> JSON:
@@ -396,3 +402,70 @@ def test_the_pods_of_a_shard_on_a_cache_server_may_reach_it() -> None:
         "kcpshard.dev/cache-server"
         not in rendered.deployment["spec"]["template"]["metadata"]["labels"]
     )
+
+
+def deployment(name: str, args: list[str], complete: bool = True) -> JSON:
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": "ns", "generation": 2},
+        "spec": {
+            "replicas": 2,
+            "template": {"spec": {"containers": [{"name": "kcp", "args": args}]}},
+        },
+        "status": {
+            "observedGeneration": 2,
+            "replicas": 2,
+            "updatedReplicas": 2 if complete else 1,
+            "availableReplicas": 2,
+        },
+    }
+
+
+def mapping(backend: str) -> JSON:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "kcp-front-proxy-mapping", "namespace": "ns"},
+        "data": {"mapping.yaml": f"- path: /services/\n  backend: {backend}\n"},
+    }
+
+
+def test_a_deleted_server_is_kept_until_its_shard_and_front_proxies_roll_off_it() -> None:
+    deleted = server()
+    url = "--shard-virtual-workspace-url=https://shard-1-vw.ns.svc:6443"
+    on_server = deployment("shard-1-kcp", [STANDALONE, url])
+    in_process = deployment("shard-1-kcp", [])
+    rolling = deployment("shard-1-kcp", [], complete=False)
+    proxy = deployment("kcp-front-proxy", [])
+    to_server = mapping("https://shard-1-vw.ns.svc:6443")
+    to_shard = mapping("https://root-kcp.ns.svc:6443")
+    assert still_sent_to(deleted, on_server, {}) == [
+        "Shard shard-1 has not rolled out with its virtual workspaces in-process yet"
+    ]
+    assert len(still_sent_to(deleted, rolling, {})) == 1, "old pods may still send it requests"
+    assert still_sent_to(deleted, in_process, {}) == []
+    assert still_sent_to(deleted, None, {}) == [], "its shard is gone"
+    assert still_sent_to(deleted, in_process, {"kcp": (to_server, proxy)}) == [
+        "FrontProxy kcp has not rolled out with /services/ off https://shard-1-vw.ns.svc:6443 yet"
+    ]
+    assert len(still_sent_to(deleted, in_process, {"kcp": (to_shard, rolling)})) == 1
+    assert still_sent_to(deleted, in_process, {"kcp": (to_shard, proxy)}) == []
+
+
+def test_a_server_being_deleted_serves_its_shard_no_more() -> None:
+    body = server_object()
+    body["metadata"]["deletionTimestamp"] = "2026-12-07T11:00:00Z"
+    body["status"] = READY_STATUS
+    url = "--shard-virtual-workspace-url=https://shard-1-vw.ns.svc:6443"
+    kube = FakeKube(
+        rolled_out(shard_object()),
+        rolled_out(non_root_object()),
+        body,
+        deployment("shard-1-kcp", [STANDALONE, url]),
+    )
+    ctx = context(kube)
+    assert virtual_workspace_servers(ctx, "ns") == []
+    assert still_sent_to_deleted(ctx, body) == [
+        "Shard shard-1 has not rolled out with its virtual workspaces in-process yet"
+    ]
