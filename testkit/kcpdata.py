@@ -123,19 +123,24 @@ INITIALIZER_GAVE_UP = "error getting logicalcluster"
 """What a virtual-workspace server answers kcp's APIBinding initializer for a LogicalCluster
 its informer has not seen yet."""
 RETRY_ANNOTATION = "kcp-shard-operator.dev/retry"
+RETRY_SECONDS = 10.0
+WORKSPACE_TYPES_PATH = "/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspacetypes"
 
 
-def unstick(shard: ShardAPI, logical_cluster: str, obj: JSON) -> None:
-    """Touch the LogicalCluster ``obj`` (at path ``logical_cluster`` on ``shard``) when kcp's
-    APIBinding initializer gave up on it.
+def unstick(root: ShardAPI, target: ShardAPI, logical_cluster: str, obj: JSON) -> None:
+    """Make kcp's APIBinding initializer try again on the LogicalCluster ``obj`` (at path
+    ``logical_cluster`` on ``target``) when it gave up on it, by touching the root's
+    WorkspaceTypes that have default APIBindings (through ``root``, the root shard or the
+    front-proxy), at most every :data:`RETRY_SECONDS`.
 
     kcp (v0.27 to v0.31, ``apibinder_initializer_reconcile.go``) creates a new workspace's
     APIBindings through the initializing-workspaces virtual workspace. When that answers
     otherwise than "APIExport missing", the initializer records ``APIBindingsInitialized=False
-    APIBindingErrors`` and does not try again until the LogicalCluster changes (its informer
-    resyncs every 10 hours). A standalone virtual-workspace server whose informer has not seen
-    the new LogicalCluster yet answers "error getting logicalcluster ... not found"; the
-    workspace then stays ``Initializing``. An annotation makes the initializer try again."""
+    APIBindingErrors`` and does not try again: it is queued again by a LogicalCluster's
+    creation or deletion, an APIBinding's change in it or a WorkspaceType's change, never by a
+    change of the LogicalCluster itself. A standalone virtual-workspace server whose informer
+    has not listed the shard again since the shard's pod was replaced answers "error getting
+    logicalcluster ... not found", and the workspace stays ``Initializing``."""
     stuck = any(
         found.get("type") == "APIBindingsInitialized"
         and found.get("reason") == "APIBindingErrors"
@@ -144,21 +149,35 @@ def unstick(shard: ShardAPI, logical_cluster: str, obj: JSON) -> None:
     )
     if not stuck or _spec(obj, "status", "phase") != "Initializing":
         return
+    if time.monotonic() - _touched.get(logical_cluster, -RETRY_SECONDS) < RETRY_SECONDS:
+        return
+    _touched[logical_cluster] = time.monotonic()
+    types = root.get(WORKSPACE_TYPES_PATH) or {}
     touch = {"metadata": {"annotations": {RETRY_ANNOTATION: str(time.time())}}}
-    status, _ = shard.request("PATCH", logical_cluster, touch, "application/merge-patch+json")
+    touched = []
+    for workspace_type in types.get("items") or []:
+        if _spec(workspace_type, "spec", "defaultAPIBindings"):
+            name = workspace_type["metadata"]["name"]
+            path = f"{WORKSPACE_TYPES_PATH}/{name}"
+            status, _ = root.request("PATCH", path, touch, "application/merge-patch+json")
+            touched.append(f"{name} ({status})")
     log(
-        f"kcp's APIBinding initializer gave up on {logical_cluster} on {shard.name} "
-        f"({INITIALIZER_GAVE_UP}): touched it ({status})"
+        f"kcp's APIBinding initializer gave up on {logical_cluster} on {target.name} "
+        f"({INITIALIZER_GAVE_UP}): touched the root's WorkspaceTypes {', '.join(touched)}"
     )
 
 
-def _initialized(target: ShardAPI, logical_cluster: str) -> Callable[[JSON], bool]:
+_touched: dict[str, float] = {}
+"""When :func:`unstick` last touched the WorkspaceTypes for a LogicalCluster."""
+
+
+def _initialized(root: ShardAPI, target: ShardAPI, logical_cluster: str) -> Callable[[JSON], bool]:
     """Whether a LogicalCluster is Ready; :func:`unstick` while it is not."""
 
     def check(obj: JSON) -> bool:
         if _spec(obj, "status", "phase") == "Ready":
             return True
-        unstick(target, logical_cluster, obj)
+        unstick(root, target, logical_cluster, obj)
         return False
 
     return check
@@ -201,7 +220,7 @@ def _workspace_records(
     logical = _wait(
         target,
         lc_path,
-        _initialized(target, lc_path),
+        _initialized(root, target, lc_path),
         f"LogicalCluster of {workspace} Ready on {target.name}",
     )
     ns_path = f"{cluster}/api/v1/namespaces"
@@ -271,7 +290,7 @@ def _through_front_proxy(
         cluster = _spec(workspace, "spec", "cluster")
         if cluster:
             path = f"/clusters/{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
-            unstick(target, path, target.get(path) or {})
+            unstick(front, target, path, target.get(path) or {})
         return False
 
     ws = _wait(front, ws_path, ready, f"{ws_path} Ready through the front-proxy")

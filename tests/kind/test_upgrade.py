@@ -50,6 +50,7 @@ import secrets
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from functools import partial
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ import yaml
 
 from testkit.kcpdata import FRONT_PROXY as FRONT_PROXY_API
 from testkit.kcpdata import KcpData
-from testkit.kube import Cluster, KubectlError
+from testkit.kube import Cluster, KubectlError, shard_ready
 from testkit.operator_metrics import Scrape
 from testkit.operator_process import RESYNC_WINDOW
 from testkit.tools import log, pinned_version
@@ -89,6 +90,7 @@ from .kind import (
     installation_on_etcd_pod,
     installation_ready,
     kcp_namespace,
+    kcp_object,
     load_kcp_image,
     operator_metrics,
     wait_degraded_cleared,
@@ -113,7 +115,14 @@ from .timeline import (
     longest_pod_stop,
     rolled,
 )
-from .virtualworkspaces import exported, widgets_at, widgets_path
+from .virtualworkspaces import (
+    container_args,
+    exported,
+    rolled_out,
+    services_backend,
+    widgets_at,
+    widgets_path,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -411,6 +420,66 @@ def kill_root(cluster: Cluster, namespace: str, timeline: Timeline) -> tuple[flo
     return begun, time.time()
 
 
+ROOT_KILLED = "both root pods killed"
+TO_IN_PROCESS = "the root's virtual workspaces standalone -> in-process"
+TO_STANDALONE = "the root's virtual workspaces in-process -> standalone"
+
+
+def root_switched(cluster: Cluster, namespace: str, standalone: bool) -> bool:
+    """The root rolled out running its virtual workspaces where ``standalone`` says, the
+    front-proxy rolled out sending ``/services/`` there, and the root's server Ready (or, back
+    in-process, gone: the operator keeps it until nothing sends it requests)."""
+    servers = cluster.kubectl("get", "vws", "-n", namespace, "-o", "name").split()
+    if ("virtualworkspaceserver.kcpshard.dev/root" in servers) != standalone:
+        return False
+    if standalone and not shard_ready(kcp_object(cluster, namespace, "vws", "root")):
+        return False
+    args = container_args(cluster, namespace, "root-kcp")
+    service = "root-vw" if standalone else "root-kcp"
+    return (
+        ("--run-virtual-workspaces=false" in args) == standalone
+        and rolled_out(cluster, namespace, "root-kcp")
+        and services_backend(cluster, namespace) == f"https://{service}.{namespace}.svc:6443"
+        and rolled_out(cluster, namespace, "kcp-front-proxy")
+    )
+
+
+def switch_root_server(
+    cluster: Cluster, namespace: str, timeline: Timeline
+) -> list[tuple[str, float, float]]:
+    """The root's virtual workspaces back in-process (its server deleted) and standalone
+    again (the server made again), each until it has rolled out; the steps (name, wall-clock
+    start, end)."""
+    body = kcp_object(cluster, namespace, "vws", "root")
+    again = {
+        "apiVersion": body["apiVersion"],
+        "kind": body["kind"],
+        "metadata": {"name": "root"},
+        "spec": body["spec"],
+    }
+
+    def delete() -> None:
+        cluster.kubectl("delete", "vws", "root", "-n", namespace, "--wait=false")
+
+    def create() -> None:
+        cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump(again))
+
+    switches = []
+    for name, act, standalone in ((TO_IN_PROCESS, delete, False), (TO_STANDALONE, create, True)):
+        began = time.time()
+        act()
+        timeline.mark(name)
+        wait_for(
+            partial(root_switched, cluster, namespace, standalone),
+            ROLL_TIMEOUT,
+            f"{name}, rolled out",
+            interval=2,
+        )
+        timeline.mark(f"{name}: rolled out, the front-proxy too")
+        switches.append((name, began, time.time()))
+    return switches
+
+
 def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
     kind_cluster: Cluster, upgrade_namespace: str, tmp_path: Path
 ) -> None:
@@ -551,10 +620,15 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         )
 
         root_down = kill_root(kind_cluster, ns, timeline)
-        steps.append(("both root pods killed", *root_down))
-        checks.check("both root pods killed", root_down[1] - root_down[0])
+        steps.append((ROOT_KILLED, *root_down))
+        checks.check(ROOT_KILLED, root_down[1] - root_down[0])
         status, _ = front_api.request("GET", widgets_path(vw_path))
         assert status == 200, f"the root's virtual-workspace URL through the front-proxy: {status}"
+        assert widgets_at(front_api, vw_path) == [f"w-{token}"], "the Widget kept"
+
+        for switch in switch_root_server(kind_cluster, ns, timeline):
+            steps.append(switch)
+            checks.check(switch[0], switch[2] - switch[1])
         assert widgets_at(front_api, vw_path) == [f"w-{token}"], "the Widget kept"
         reads = reader.reads()
     except BaseException:
@@ -599,7 +673,8 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         last = [r for r in reads if r.key == key][-3:]
         assert last, key
         assert all(r.ok for r in last), f"reads of {key} failing at the end: {last}"
-    root_killed = figures[-1]
+    by_step = {figure["step"]: figure for figure in figures}
+    root_killed = by_step[ROOT_KILLED]
     log(
         "with both root pods gone, reads through the front-proxy of the workspace on shard-1: "
         f"{root_killed['shard-1']}; on the root: {root_killed['root']}"

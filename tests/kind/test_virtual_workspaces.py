@@ -46,7 +46,16 @@ from testkit.wait import wait_for
 from .durability import RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
 from .kind import Forward, describe_failure, kcp_namespace, pod_ready, pods
 from .reader import FrontProxyReader, Read, failures, longest_failure
-from .virtualworkspaces import exported, save_logs, served, widgets_at, widgets_path
+from .virtualworkspaces import (
+    container_args,
+    exported,
+    rolled_out,
+    save_logs,
+    served,
+    services_backend,
+    widgets_at,
+    widgets_path,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -84,24 +93,6 @@ def phase(cluster: Cluster, namespace: str, kind: str, name: str) -> str:
     return cluster.kubectl("get", kind, name, "-n", namespace, "-o", "jsonpath={.status.phase}")
 
 
-def container_args(cluster: Cluster, namespace: str, deployment: str) -> list[str]:
-    out = cluster.kubectl(
-        "get", "deployment", deployment, "-n", namespace,
-        "-o", "jsonpath={.spec.template.spec.containers[0].args}",
-    )  # fmt: skip
-    return list(yaml.safe_load(out) or [])
-
-
-def rolled_out(cluster: Cluster, namespace: str, deployment: str) -> bool:
-    out = cluster.kubectl(
-        "get", "deployment", deployment, "-n", namespace,
-        "-o", "jsonpath={.metadata.generation} {.status.observedGeneration} {.spec.replicas} "
-        "{.status.updatedReplicas} {.status.readyReplicas} {.status.replicas}",
-    )  # fmt: skip
-    generation, observed, *counts = (out.split() + ["0"] * 6)[:6]
-    return generation == observed and len(set(counts)) == 1
-
-
 def installation_ready(cluster: Cluster, namespace: str, standalone: dict[str, bool]) -> bool:
     """Everything Ready, each shard rolled out with its virtual workspaces where
     ``standalone`` says."""
@@ -117,15 +108,6 @@ def installation_ready(cluster: Cluster, namespace: str, standalone: dict[str, b
         if not rolled_out(cluster, namespace, deployment):
             return False
     return True
-
-
-def services_backend(cluster: Cluster, namespace: str) -> str:
-    """Where the front-proxy's mapping sends ``/services/``."""
-    mapping = cluster.kubectl(
-        "get", "configmap", "kcp-front-proxy-mapping", "-n", namespace,
-        "-o", "jsonpath={.data.mapping\\.yaml}",
-    )  # fmt: skip
-    return str({e["path"]: e["backend"] for e in yaml.safe_load(mapping)}["/services/"])
 
 
 def switched(cluster: Cluster, namespace: str, standalone: dict[str, bool]) -> bool:

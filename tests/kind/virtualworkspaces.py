@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import yaml
+
 from testkit.kcpapi import ShardAPI
 from testkit.kcpdata import WORKSPACES_PATH, unstick
 from testkit.kube import Cluster, KubectlError
@@ -40,7 +42,7 @@ def exported(front: ShardAPI, on_shard: ShardAPI, token: str) -> tuple[str, str]
         cluster = (found.get("spec") or {}).get("cluster")
         if cluster:
             logical = f"/clusters/{cluster}/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
-            unstick(on_shard, logical, on_shard.get(logical) or {})
+            unstick(front, on_shard, logical, on_shard.get(logical) or {})
         return False
 
     wait_for(ready, 120, f"workspace {workspace} Ready", interval=2)
@@ -162,3 +164,30 @@ def save_logs(cluster: Cluster, namespace: str, folder: Path) -> None:
                 continue
             (folder / f"{name}{previous.replace('--', '.')}.log").write_text(text)
     log(f"the pods' logs of {namespace} saved in {folder}")
+
+
+def container_args(cluster: Cluster, namespace: str, deployment: str) -> list[str]:
+    out = cluster.kubectl(
+        "get", "deployment", deployment, "-n", namespace,
+        "-o", "jsonpath={.spec.template.spec.containers[0].args}",
+    )  # fmt: skip
+    return list(yaml.safe_load(out) or [])
+
+
+def rolled_out(cluster: Cluster, namespace: str, deployment: str) -> bool:
+    out = cluster.kubectl(
+        "get", "deployment", deployment, "-n", namespace,
+        "-o", "jsonpath={.metadata.generation} {.status.observedGeneration} {.spec.replicas} "
+        "{.status.updatedReplicas} {.status.readyReplicas} {.status.replicas}",
+    )  # fmt: skip
+    generation, observed, *counts = (out.split() + ["0"] * 6)[:6]
+    return generation == observed and len(set(counts)) == 1
+
+
+def services_backend(cluster: Cluster, namespace: str) -> str:
+    """Where the front-proxy's mapping sends ``/services/``."""
+    mapping = cluster.kubectl(
+        "get", "configmap", "kcp-front-proxy-mapping", "-n", namespace,
+        "-o", "jsonpath={.data.mapping\\.yaml}",
+    )  # fmt: skip
+    return str({e["path"]: e["backend"] for e in yaml.safe_load(mapping)}["/services/"])

@@ -101,18 +101,25 @@ def logical_cluster(phase: str, reason: str, message: str) -> JSON:
     return {"status": {"phase": phase, "conditions": [{**condition, "message": message}]}}
 
 
-def test_a_workspace_the_apibinding_initializer_gave_up_on_is_touched() -> None:
-    fake = FakeShard("shard-1", Path("unused"))
+def test_a_workspace_the_apibinding_initializer_gave_up_on_is_tried_again() -> None:
+    types = kcpdata.WORKSPACE_TYPES_PATH
+    with_bindings = {"metadata": {"name": "universal"}, "spec": {"defaultAPIBindings": [{}]}}
+    without = {"metadata": {"name": "plain"}, "spec": {}}
+    root = FakeShard("root", Path("unused"), objects={types: {"items": [with_bindings, without]}})
+    target = FakeShard("shard-1", Path("unused"))
     gave_up = "encountered errors: error getting logicalcluster abc|cluster: not found"
-    kcpdata.unstick(fake, LC, logical_cluster("Initializing", "APIBindingErrors", gave_up))
-    assert len(fake.patches) == 1
-    path, body, content_type = fake.patches[0]
-    assert (path, content_type) == (LC, "application/merge-patch+json")
-    assert kcpdata.RETRY_ANNOTATION in body["metadata"]["annotations"]
+    kcpdata.unstick(root, target, LC, logical_cluster("Initializing", "APIBindingErrors", gave_up))
+    assert [(path, ct) for path, _, ct in root.patches] == [
+        (f"{types}/universal", "application/merge-patch+json")
+    ], "the WorkspaceTypes with default APIBindings queue the initializer again"
+    assert kcpdata.RETRY_ANNOTATION in root.patches[0][1]["metadata"]["annotations"]
+    kcpdata.unstick(root, target, LC, logical_cluster("Initializing", "APIBindingErrors", gave_up))
+    assert len(root.patches) == 1, f"at most every {kcpdata.RETRY_SECONDS:g}s"
+    other = LC.replace("abc", "def")
     for phase, reason, message in (
         ("Ready", "APIBindingErrors", gave_up),
         ("Initializing", "APIBindingErrors", "APIExport root:missing not found"),
         ("Initializing", "SomethingElse", gave_up),
     ):
-        kcpdata.unstick(fake, LC, logical_cluster(phase, reason, message))
-    assert len(fake.patches) == 1, "only a LogicalCluster the initializer gave up on"
+        kcpdata.unstick(root, target, other, logical_cluster(phase, reason, message))
+    assert len(root.patches) == 1, "only a LogicalCluster the initializer gave up on"
