@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from testkit.kcpapi import ShardAPI
+from testkit.kcpapi import ShardAPI, UnreachableError
 from testkit.kcpdata import WORKSPACES_PATH, unstick
 from testkit.kube import Cluster, KubectlError
 from testkit.tools import log
@@ -137,8 +137,13 @@ def served(log_text: str, url_path: str) -> bool:
 
 
 def widgets_at(api: ShardAPI, url_path: str) -> list[str]:
-    """The Widgets the virtual workspace at ``url_path`` lists in every workspace."""
-    status, body = api.request("GET", widgets_path(url_path))
+    """The Widgets the virtual workspace at ``url_path`` lists in every workspace; asked
+    again once when ``api`` did not answer (its port-forward's pod was replaced: the
+    :class:`ShardAPI` has started it again)."""
+    try:
+        status, body = api.request("GET", widgets_path(url_path))
+    except UnreachableError:
+        status, body = api.request("GET", widgets_path(url_path))
     assert status == 200, f"GET {url_path}: {status} {body}"
     return sorted(item["metadata"]["name"] for item in body.get("items") or [])
 
