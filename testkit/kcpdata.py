@@ -122,7 +122,7 @@ def _record(kind: str, shard: ShardAPI, name: str, path: str, obj: JSON) -> Reco
 INITIALIZER_GAVE_UP = "error getting logicalcluster"
 """What a virtual-workspace server answers kcp's APIBinding initializer for a LogicalCluster
 its informer has not seen yet."""
-RETRY_ANNOTATION = "kcp-shard-operator.dev/retry"
+RETRY_ANNOTATION = "kcpshard.dev/retry"
 RETRY_SECONDS = 10.0
 WORKSPACE_TYPES_PATH = "/clusters/root/apis/tenancy.kcp.io/v1alpha1/workspacetypes"
 
