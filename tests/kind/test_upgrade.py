@@ -561,10 +561,13 @@ def test_rolling_upgrade_of_a_whole_installation_on_real_pods(
         timeline.mark(
             f"plan --to {OLD}: {[(s['name'], s['outcome'], s['reason']) for s in refused]}"
         )
-        # The CacheServer and the Shards keep data: refused. The front-proxy keeps none.
-        assert {(s["outcome"], s["reason"]) for s in refused if s["kind"] != "FrontProxy"} == {
+        # The CacheServer and the Shards keep data: refused. The front-proxy and the
+        # virtual-workspace servers keep none: they may go down.
+        keep_none = ("FrontProxy", "VirtualWorkspaceServer")
+        assert {(s["outcome"], s["reason"]) for s in refused if s["kind"] not in keep_none} == {
             ("Refused", "DowngradeRefused")
         }, refused
+        assert all(s["outcome"] == "Rolls" for s in refused if s["kind"] in keep_none), refused
         bump(kind_cluster, ns, SHARDS, OLD)
         timeline.mark(f"bump down: both Shards set to {OLD} (an older minor)")
         wait_refused(kind_cluster, ns, SHARDS, 120)

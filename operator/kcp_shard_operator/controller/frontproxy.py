@@ -35,7 +35,7 @@ from kcp_shard_operator.core.frontproxy.names import (
     mapping_name,
     service_url,
 )
-from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
+from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy, services_server
 from kcp_shard_operator.core.frontproxy.render import mounted, selector_labels
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.frontproxy.status import (
@@ -53,7 +53,6 @@ from kcp_shard_operator.core.status.deployments import (
     deployment_revision,
     rollout_complete,
 )
-from kcp_shard_operator.core.virtualworkspaces.names import serves
 from kcp_shard_operator.kube.client import APIError, error_message
 
 CHILDREN = (
@@ -203,7 +202,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         release,
         secrets.revisions,
         secrets.keys,
-        serves(virtual_workspaces_of(ctx, namespace, root_ref)),
+        services_server(virtual_workspaces_of(ctx, namespace, root_ref), observed.get("ConfigMap")),
         [
             server
             for server in virtual_workspace_servers(ctx, namespace)

@@ -21,7 +21,7 @@ from kcp_shard_operator.controller.virtualworkspaces import (
     still_sent_to_deleted,
 )
 from kcp_shard_operator.core.api.model import JSON, SpecError
-from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy
+from kcp_shard_operator.core.frontproxy.plan import plan_front_proxy, services_server
 from kcp_shard_operator.core.frontproxy.render import render_front_proxy
 from kcp_shard_operator.core.frontproxy.spec import FrontProxy, parse_front_proxy
 from kcp_shard_operator.core.kcp.versions import (
@@ -469,3 +469,15 @@ def test_a_server_being_deleted_serves_its_shard_no_more() -> None:
     assert still_sent_to_deleted(ctx, body) == [
         "Shard shard-1 has not rolled out with its virtual workspaces in-process yet"
     ]
+
+
+def test_the_front_proxy_stays_on_the_roots_server_while_it_rolls() -> None:
+    ready = parse_virtual_workspace_server({**server_object("root"), "status": READY_STATUS})
+    rolling = server("root")
+    assert services_server(ready, None) is ready
+    assert services_server(rolling, None) is None, "not before it was Ready once"
+    assert services_server(rolling, mapping("https://root-vw.ns.svc:6443")) is rolling, (
+        "a server that rolls (Ready False) keeps /services/ where it already is"
+    )
+    assert services_server(rolling, mapping("https://root-kcp.ns.svc:6443")) is None
+    assert services_server(None, mapping("https://root-vw.ns.svc:6443")) is None

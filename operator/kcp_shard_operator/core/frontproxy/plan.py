@@ -9,6 +9,7 @@ runs.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 
@@ -33,6 +34,7 @@ from kcp_shard_operator.core.status.conditions import (
     condition,
 )
 from kcp_shard_operator.core.status.deployments import deployed_version
+from kcp_shard_operator.core.virtualworkspaces.names import serves, service_url
 from kcp_shard_operator.core.virtualworkspaces.spec import VirtualWorkspaceServer
 
 POD_KINDS = frozenset({"Deployment", "PodDisruptionBudget"})
@@ -103,6 +105,19 @@ def waiting_for(
         f"{'; '.join(behind)}: the front-proxy rolls to kcp {wanted} once {every} kcp "
         f"{wanted} or newer",
     )
+
+
+def services_server(
+    server: VirtualWorkspaceServer | None, live_mapping: JSON | None
+) -> VirtualWorkspaceServer | None:
+    """The server the front-proxy sends ``/services/`` to: the root's ``server`` once it is
+    Ready, and while it is not (it rolls to a new version: its ``Ready`` is False until it
+    has) as long as the live mapping ConfigMap sends there already; else None (the root
+    shard). Without the second, every rollout of the server would roll the front-proxy off
+    it and back."""
+    if server is None or serves(server) is not None:
+        return server
+    return server if service_url(server) in json.dumps((live_mapping or {}).get("data")) else None
 
 
 def plan_front_proxy(
