@@ -100,6 +100,20 @@ class Timeline:
         return wall_clock - self.epoch
 
     def sample(self) -> Sample:
+        # The statuses before the pods: a status.version read after the pods could be newer
+        # than them (a surge pod's rollout finishing in between) and fail the honesty check.
+        versions = {
+            s["metadata"]["name"]: s.get("status", {}).get("version")
+            for s in self._get("shards")["items"]
+        }
+        for component, kind in KINDS.items():
+            if component in self.components:
+                items = self._get(kind)["items"]
+                versions[component] = items[0].get("status", {}).get("version") if items else None
+        if any(component in SERVERS for component in self.components):
+            for server in self._get("virtualworkspaceservers")["items"]:
+                name = f"{server['metadata']['name']}{SERVER_SUFFIX}"
+                versions[name] = server.get("status", {}).get("version")
         pods: dict[str, list[PodState]] = {c: [] for c in self.components}
         terminating = set()
         for pod in self._get("pods", "-l", "app.kubernetes.io/part-of=kcp")["items"]:
@@ -122,18 +136,6 @@ class Timeline:
             component_of(p["metadata"]["labels"]): p.get("status", {}).get("disruptionsAllowed")
             for p in self._get("pdb", "-l", "app.kubernetes.io/part-of=kcp")["items"]
         }
-        versions = {
-            s["metadata"]["name"]: s.get("status", {}).get("version")
-            for s in self._get("shards")["items"]
-        }
-        for component, kind in KINDS.items():
-            if component in self.components:
-                items = self._get(kind)["items"]
-                versions[component] = items[0].get("status", {}).get("version") if items else None
-        if any(component in SERVERS for component in self.components):
-            for server in self._get("virtualworkspaceservers")["items"]:
-                name = f"{server['metadata']['name']}{SERVER_SUFFIX}"
-                versions[name] = server.get("status", {}).get("version")
         readyz: dict[str, bool] = {}
         for shard in SHARDS:
             try:
