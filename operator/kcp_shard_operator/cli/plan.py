@@ -120,8 +120,8 @@ credentials, an API error
         "--to",
         metavar="VERSION",
         default=None,
-        help="set every Shard, CacheServer and FrontProxy to this kcp version (default: the "
-        "specs as they are)",
+        help="set every Shard, CacheServer, VirtualWorkspaceServer and FrontProxy to this kcp "
+        "version (default: the specs as they are)",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
@@ -318,7 +318,7 @@ def table(steps: list[Step], target: str | None) -> str:
         for text in ([step.message] if step.message else []) + step.notes
     ]
     heading = (
-        f"Plan: every Shard, CacheServer and FrontProxy set to kcp {target}"
+        f"Plan: every Shard, CacheServer, VirtualWorkspaceServer and FrontProxy set to kcp {target}"
         if target
         else "Plan: the specs as they are"
     )

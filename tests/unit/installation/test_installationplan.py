@@ -215,7 +215,10 @@ def test_plan_on_the_samples_lists_the_whole_installation_in_order(
 ) -> None:
     assert main(["plan", "-f", str(SAMPLES), "--to", NEW]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == f"Plan: every Shard, CacheServer and FrontProxy set to kcp {NEW}"
+    assert (
+        lines[0]
+        == f"Plan: every Shard, CacheServer, VirtualWorkspaceServer and FrontProxy set to kcp {NEW}"
+    )
     assert lines[1].split()[:3] == ["ORDER", "KIND", "NAME"]
     assert [line.split()[:3] for line in lines[2:6]] == [
         ["1", "CacheServer", "kcp-samples/cache"],

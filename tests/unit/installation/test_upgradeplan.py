@@ -165,7 +165,10 @@ def test_the_plan_is_what_the_operator_then_does() -> None:
 def test_plan_on_the_samples_directory_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "-f", str(SAMPLES), "--to", "0.34.0"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "Plan: every Shard, CacheServer and FrontProxy set to kcp 0.34.0"
+    assert (
+        lines[0]
+        == "Plan: every Shard, CacheServer, VirtualWorkspaceServer and FrontProxy set to kcp 0.34.0"
+    )
     assert lines[1].split() == [
         "ORDER", "KIND", "NAME", "NOW", "AFTER", "FLAGS-ADDED", "FLAGS-DROPPED", "IDENTITY-CACHE",
         "OUTCOME",
