@@ -37,6 +37,18 @@ def ask(ctx: Any, kube: FakeKube, name: str) -> None:
     watched(ctx, kube.put(obj))
 
 
+def up_to_the_job(ctx: Any, kube: FakeKube) -> JSON:
+    """Ask for the restore of ENTRY and run the passes up to its Job (recorded, the shard
+    stopped, the Job made); the Job."""
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    run(ctx, "root")
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
+    return kube.objects[job_key]
+
+
 def upgraded() -> tuple[Any, FakeKube, Effects]:
     """root at kcp 0.28.0 with the backup taken before its upgrade from 0.27.1."""
     obj = shard_object(**NO_PKI, backup=BACKUP, version="0.28.0")
@@ -122,13 +134,7 @@ def test_a_restore_stops_restores_and_starts_the_backups_version() -> None:
 def test_a_failed_job_leaves_the_data_and_starts_the_shard_again() -> None:
     ctx, kube, effects = upgraded()
     respec(ctx, kube, "root", version="0.27.1")
-    ask(ctx, kube, ENTRY["name"])
-    run(ctx, "root")
-    run(ctx, "root")
-    watched(ctx, kube.roll_out("ns", "root-kcp"))
-    run(ctx, "root")
-    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
-    kube.put({**kube.objects[job_key], "status": {"failed": 1}})
+    kube.put({**up_to_the_job(ctx, kube), "status": {"failed": 1}})
     run(ctx, "root")
     assert condition(kube, "root", "Restored") == ("False", "RestoreFailed")
     assert "RestoreFailed" in [event.reason for _, event in effects.events]
@@ -146,13 +152,7 @@ def test_a_restore_at_the_running_version_is_done_once_its_pod_is_ready() -> Non
     kube = FakeKube({**obj, "status": {"backups": [ENTRY], "dataUID": "uid-now"}}, CLAIM)
     ctx = context(kube)
     settle(ctx, kube, "root")
-    ask(ctx, kube, ENTRY["name"])
-    run(ctx, "root")
-    run(ctx, "root")
-    watched(ctx, kube.roll_out("ns", "root-kcp"))
-    run(ctx, "root")
-    (job_key,) = [key for key in kube.objects if key[0] == "Job"]
-    kube.put({**kube.objects[job_key], "status": {"succeeded": 1}})
+    kube.put({**up_to_the_job(ctx, kube), "status": {"succeeded": 1}})
     run(ctx, "root")
     run(ctx, "root")
     # The stopped Deployment has rolled out at zero replicas, at the same version: not done.
