@@ -43,7 +43,9 @@ kubectl_c() { kubectl --kubeconfig "${CLUSTER_KUBECONFIG}" "$@"; }
 # have stopped another's API server would take its port. Run under the creation lock of kwok_up.
 kwok_free_ports() {
   local wanted=6 port=32767 taken
-  taken=" $(cat "${KWOK_WORKDIR}"/clusters/*/kwok.yaml 2>/dev/null |
+  # No cluster yet (the glob matches nothing) is no port taken, not a failed pipeline: under
+  # pipefail the failing cat would end this function with no port at all.
+  taken=" $({ cat "${KWOK_WORKDIR}"/clusters/*/kwok.yaml 2>/dev/null || true; } |
     sed -n 's/^ *[A-Za-z]*[Pp]ort: \([0-9][0-9]*\)$/\1/p' | tr '\n' ' ') "
   taken+=" $(ss -Htan | awk '{ sub(/.*:/, "", $4); print $4 }' | tr '\n' ' ') "
   while ((wanted > 0 && port > 10000)); do
