@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from testkit.kube import Cluster, condition
+from testkit.kube import Cluster, condition, shard_ready
 from testkit.metrics import api_request_totals, writes_between
 from testkit.operator_metrics import Scrape, scrape
 from testkit.operator_process import CHILD_RESOURCES, OperatorProcess
@@ -144,9 +144,12 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
         patch_spec(kubectl, namespace, name, {"version": NEW})
     start = time.monotonic()
 
-    def both_changed() -> bool:
+    def sample_in_progress() -> None:
         found: Scrape = scrape(operator_process.metrics)
         in_progress.append(found.value("kcp_shard_operator_rollouts_in_progress") or 0)
+
+    def both_changed() -> bool:
+        sample_in_progress()
         for name in SHARDS:
             if name not in changed_at and template_version(kubectl, namespace, name) == NEW:
                 changed_at[name] = time.monotonic() - start
@@ -155,8 +158,14 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     wait_for(both_changed, 120, "both Deployments on the new version", interval=0.2)
     order = sorted(changed_at, key=changed_at.__getitem__)
     assert order == [s["name"] for s in planned["steps"]], changed_at
-    for name in SHARDS:
-        wait_ready(kubectl, namespace, name, NEW)
+
+    # The gauge is sampled until both are Ready: on kwok a rollout can be over before the
+    # first sample of both_changed, which saw both Deployments changed at once.
+    def both_ready() -> bool:
+        sample_in_progress()
+        return all(shard_ready(get(kubectl, namespace, "shard", name), NEW) for name in SHARDS)
+
+    wait_for(both_ready, 180, f"both Shards Ready at kcp {NEW}", interval=0.2)
     wait_for(
         lambda: (
             scrape(operator_process.metrics).total(
