@@ -170,6 +170,17 @@ def test_make_demo_runs_a_whole_installation_from_real_kcp_pods(
         assert [c["secret"] for c in proxy["certificates"]] == FRONT_PROXY_ISSUED, proxy
         proxies = pods(demo, ns, "kcp", name="kcp-front-proxy")
         assert [pod_ready(p) for p in proxies] == [True, True], proxies
+        # DataVerified comes with the operator's next probe of kcp after a rollout (the session's
+        # demo cluster has just had every pod restarted by test_no_false_alarm).
+        wait_for(
+            lambda: all(
+                condition(shard(demo, ns, name).get("status") or {}, "DataVerified").get("status")
+                == "True"
+                for name in ("root", "shard-1")
+            ),
+            180,
+            "DataVerified=True on both shards",
+        )
         for name in ("root", "shard-1"):
             status = shard(demo, ns, name)["status"]
             assert status["phase"] == "Ready", status
