@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from kcp_shard_operator.core.status.conditions import Failure as Failure
+
 BACKUP_MOUNT = "/backups"
 BUSYBOX = "/busybox"
 ETCDCTL = "/etcdctl"
@@ -35,14 +37,6 @@ UNSUPPORTED = "ExternalEtcd"
 
 class AnswerError(ValueError):
     """An answer of a tool that does not have the expected shape."""
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a backup was not taken or not kept: a condition's reason and message."""
-
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

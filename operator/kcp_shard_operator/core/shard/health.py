@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from kcp_shard_operator.constants import API_GROUP
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.status.conditions import Failure as Failure
 from kcp_shard_operator.core.status.deployments import SETTLE_SECONDS
 
 DATA_VERIFIED = "DataVerified"
@@ -40,14 +41,6 @@ SHARD_NOT_REGISTERED = "ShardNotRegistered"
 VERIFIED = "Verified"
 
 MAX_FAILED_CHECKS = 3
-
-
-@dataclass(frozen=True)
-class Failure:
-    """A check that could not be made, and why (never quoting a credential)."""
-
-    reason: str
-    message: str
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,15 @@ WAITING_REASONS = (WAITING_FOR_ROOT_SHARD, WAITING_FOR_CACHE_SERVER, WAITING_FOR
 
 
 @dataclass(frozen=True)
+class Failure:
+    """Why something could not be done or checked: a condition's reason and message (never
+    quoting a credential)."""
+
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
 class Condition:
     type: str
     status: bool | None
