@@ -177,12 +177,13 @@ def shard_health(
     again: Callable[[], None],
 ) -> Health | None:
     """What kcp says about a Shard whose rollout is complete; None while it rolls out, or
-    before kcp first answered. ``again`` requests a pass over the Shard (a new answer)."""
+    before kcp first answered since (an answer about the pods a rollout replaced is
+    forgotten). ``again`` requests a pass over the Shard (a new answer)."""
     if not rollout_complete(deployment):
         with ctx.lock(shard.namespace, f"{shard.name}/probe"):
             last = ctx.probes.get(shard.key)
             if last is not None:
-                ctx.probes[shard.key] = replace(last, rolled_out_at=None)
+                ctx.probes[shard.key] = replace(last, probe=None, failures=0, rolled_out_at=None)
         return None
     probe = _asked(ctx, shard, root, logger, again)
     if probe is None:

@@ -220,6 +220,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     serving = (
         ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
     )
+    health = shard_health(ctx, shard, root, obj, deployment, logger, again)
     seen = Observation(
         deployment=deployment,
         error=decision.error,
@@ -237,7 +238,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         storage_problems=decision.storage_problems,
         pki_problems=issuance.problems,
         certificates=issuance.certificates,
-        health=shard_health(ctx, shard, root, obj, deployment, logger, again),
+        health=health,
+        awaiting_kcp=rolled_out and health is None,
         missing_children=[
             f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
         ],

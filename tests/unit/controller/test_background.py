@@ -53,13 +53,14 @@ def test_the_probe_runs_outside_the_pass_which_uses_the_last_answer() -> None:
     background = deferred_background(ctx)
     settle(ctx, kube, "root")
     assert effects.probed == [], "the pass did not wait for kcp"
-    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+    assert condition(kube, "root", "Ready") == ("False", "Verifying"), "not Ready unasked"
     assert "DataVerified" not in conditions(kube, "root")
     settle(ctx, kube, "root")
     assert len(background.waiting) == 1, "one probe at a time"
     assert background.run() == 1
     assert len(effects.probed) == 1
     assert condition(kube, "root", "DataVerified") == ("True", "Verified"), "its answer's pass"
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
     writes = len(kube.writes)
     settle(ctx, kube, "root")
     assert background.waiting == [], "not due: the last answer serves"

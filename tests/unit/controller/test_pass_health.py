@@ -23,6 +23,7 @@ from tests.fake_kube import (
     FakeKube,
     context,
     healthy,
+    respec,
     run,
     secret,
     settle,
@@ -206,13 +207,45 @@ def test_right_after_a_rollout_an_unreachable_shard_is_asked_again_soon_not_repo
     ctx = context(kube, effects)
     settle(ctx, kube, "root")
     for _ in range(3):
-        assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+        assert condition(kube, "root", "Ready") == ("False", "Verifying")
+        assert status(kube, "root")["phase"] == "Verifying"
         assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
         effects.now += SETTLE_RETRY_SECONDS
         run(ctx, "root")
     assert len(effects.probed) == 4
     assert condition(kube, "root", "DataVerified") == ("True", "Verified")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
     assert warnings(effects, "root") == []
+
+
+def test_a_rollout_waits_for_kcps_answer_about_the_new_pods_before_ready() -> None:
+    """What kcp said about the pods a rollout replaced says nothing of the new ones."""
+    kube, effects = sharded()
+    ctx = context(kube, effects)
+    settle(ctx, kube, "root")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+    respec(ctx, kube, "root", extraArgs=["--v=3"])
+    run(ctx, "root")
+    assert condition(kube, "root", "Ready")[0] == "False"
+    effects.answers = lambda target: Probe(failure=Failure("ShardUnreachable", "refused"))
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    assert condition(kube, "root", "Ready") == ("False", "Verifying")
+    assert "waiting for kcp's first answer" in conditions(kube, "root")["Ready"]["message"]
+    effects.answers = healthy
+    effects.now += SETTLE_RETRY_SECONDS
+    run(ctx, "root")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
+    assert warnings(effects, "root") == []
+
+
+def test_after_an_operator_restart_the_last_ready_stands_until_kcp_is_asked_again() -> None:
+    kube, effects = sharded()
+    settle(context(kube, effects), kube, "root")
+    effects.answers = lambda target: Probe(failure=Failure("ShardUnreachable", "refused"))
+    restarted = context(kube, effects)
+    run(restarted, "root")
+    assert condition(kube, "root", "Ready") == ("True", "RolledOut")
 
 
 def test_a_missing_admin_secret_is_degraded_but_ready_stays_to_the_pods() -> None:

@@ -17,6 +17,7 @@ from kcp_shard_operator.core.status.conditions import (
     WAITING_FOR_ROOT_SHARD,
     Condition,
     Progress,
+    condition,
     degraded_condition,
     object_status,
     phase_of,
@@ -30,6 +31,9 @@ from kcp_shard_operator.core.status.deployments import (
     replica_failure,
     rollout_complete,
 )
+
+VERIFYING = "Verifying"
+"""Ready's reason (and the phase) between a rollout's end and kcp's first answer about it."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class Observation:
     """``status.certificates``: the issued Secrets and when each expires."""
     health: Health | None = None
     """What kcp answered (:mod:`kcp_shard_operator.core.shard.health`); None while rolling out."""
+    awaiting_kcp: bool = False
+    """The rollout is complete and kcp, asked about it, has not answered since."""
     missing_children: list[str] = field(default_factory=list)
     """The children that serve the shard beside its Deployment (its Service, its claim) that
     do not exist after the pass's writes, as "kind name": a rolled-out shard missing one is
@@ -92,6 +98,13 @@ def _problems(seen: Observation) -> list[tuple[str, str]]:
     return found
 
 
+def _was_ready(shard: Shard) -> bool:
+    """Whether the status already says Ready: after an operator restart the last answer
+    stands until kcp is asked again; only a rollout this process saw waits for a new one."""
+    before = condition(shard.status, READY) or {}
+    return before.get("status") == "True"
+
+
 def _not_found(children: list[str]) -> str:
     return f"{', '.join(children)} not found: the shard is not served as it should be"
 
@@ -105,11 +118,20 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
     desired = shard.spec.replicas
     health = seen.health
     problems = (health.problems if health else []) + _problems(seen)
+    verifying = complete and seen.awaiting_kcp and not _was_ready(shard)
 
     if complete and seen.missing_children:
         ready = Condition(READY, False, CHILD_NOT_FOUND, _not_found(seen.missing_children))
     elif complete and health and health.not_ready:
         ready = Condition(READY, False, *health.not_ready)
+    elif verifying:
+        ready = Condition(
+            READY,
+            False,
+            VERIFYING,
+            f"kcp {running} rolled out on {ready_replicas}/{desired} replicas; waiting for "
+            "kcp's first answer since (its /readyz and the UID of its data)",
+        )
     elif complete:
         ready = Condition(
             READY,
@@ -144,6 +166,8 @@ def conditions_for(shard: Shard, seen: Observation) -> tuple[str, list[Condition
         flag_cond = Condition(DEPRECATED_FLAG_DROPPED, False, "NothingDropped", "nothing dropped")
 
     phase = phase_of(progress, bool(degraded.status))
+    if verifying and phase == READY:
+        phase = VERIFYING
     checked = (
         [Condition(DATA_VERIFIED, health.verified, health.reason, health.message)] if health else []
     )
