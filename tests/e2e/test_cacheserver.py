@@ -63,6 +63,17 @@ def template_version(kubectl: Kubectl, namespace: str, name: str) -> str:
     return str(annotations["kcpshard.dev/kcp-version"])
 
 
+def templates(kubectl: Kubectl, namespace: str) -> dict[str, str]:
+    """The kcp version of every Deployment's pod template, from one list."""
+    found = json.loads(kubectl("get", "deployments", "-n", namespace, "-o", "json"))
+    return {
+        item["metadata"]["name"]: str(
+            item["spec"]["template"]["metadata"]["annotations"].get("kcpshard.dev/kcp-version")
+        )
+        for item in found["items"]
+    }
+
+
 def progressing_reason(kubectl: Kubectl, namespace: str, name: str) -> str:
     status = get(kubectl, namespace, "shard", name).get("status") or {}
     found = [c for c in status.get("conditions") or [] if c["type"] == "Progressing"]
@@ -160,10 +171,13 @@ def test_shards_start_on_the_cache_server_and_roll_after_it(
     order: list[str] = []
 
     def rolled() -> bool:
-        if "root" not in order and template_version(kubectl, namespace, "root-kcp") == NEW:
+        # One list is one consistent read: shard-1 at NEW beside a root still at OLD is the
+        # wrong order; two reads in a row could see root's and then shard-1's change.
+        versions = templates(kubectl, namespace)
+        if "root" not in order and versions["root-kcp"] == NEW:
             assert cache_ready(kubectl, namespace, NEW), "root rolled before the cache server"
             order.append("root")
-        if "shard-1" not in order and template_version(kubectl, namespace, "shard-1-kcp") == NEW:
+        if "shard-1" not in order and versions["shard-1-kcp"] == NEW:
             assert "root" in order, "shard-1 rolled before root"
             order.append("shard-1")
         return len(order) == 2
