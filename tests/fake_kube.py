@@ -238,6 +238,8 @@ class Effects:
     now: float = 1000.0
     route_answer: Route = field(default_factory=lambda: Route(True, "Routed", "1 shard(s) listed"))
     routed: list[tuple[bytes, str]] = field(default_factory=list)
+    delayed: list[tuple[float, Callable[[], None]]] = field(default_factory=list)
+    """Work the operator asked to run later (seconds, work), left to the test to run."""
 
     def route(self, kubeconfig: bytes, url: str) -> Route:
         """A read through a front-proxy: ``route_answer``."""
@@ -258,6 +260,9 @@ class Effects:
     def clock(self) -> float:
         return self.now
 
+    def later(self, seconds: float, work: Callable[[], None]) -> None:
+        self.delayed.append((seconds, work))
+
 
 def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = True) -> Context:
     """A Context over ``kube`` whose store holds every object, as the watches' listings fill it."""
@@ -270,6 +275,7 @@ def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = T
         probe=effects.probe,
         route=effects.route,
         clock=effects.clock,
+        later=effects.later,
     )
     for (kind, _, _), obj in kube.objects.items():
         ctx.store.put(kind, copy.deepcopy(obj))

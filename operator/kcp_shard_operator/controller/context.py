@@ -4,6 +4,7 @@ replaces (Events, the shard HTTP cleanup and health probe, the clock)."""
 
 from __future__ import annotations
 
+import contextvars
 import datetime
 import logging
 import threading
@@ -69,6 +70,14 @@ class KubeAPI(Protocol):
     ) -> Ran: ...
 
 
+def call_later(seconds: float, work: Callable[[], None]) -> None:
+    """Run ``work`` in a thread of its own after ``seconds``, in the caller's context (kopf's
+    Event poster goes with it, as with :class:`Runner`)."""
+    timer = threading.Timer(seconds, contextvars.copy_context().run, args=(work,))
+    timer.daemon = True
+    timer.start()
+
+
 def post_event(obj: JSON, event: Event) -> None:
     """An Event about ``obj`` through kopf's poster (only inside a running operator)."""
     kopf.event(cast(kopf.Body, obj), type=event.type, reason=event.reason, message=event.message)
@@ -83,6 +92,8 @@ class Asked:
     failures: int
     next_at: float
     rolled_out_at: float | None
+    doubted: bool = False
+    """An unreachable shard was asked again before it is reported (one miss is no outage)."""
 
 
 @dataclass(frozen=True)
@@ -162,6 +173,8 @@ class Context:
     probe: Callable[[ProbeTarget], Probe] = probe_shard
     """Ask kcp whether a shard is ready, still holds its data and is registered on its root."""
     probes: dict[str, Asked] = field(default_factory=dict)
+    later: Callable[[float, Callable[[], None]], None] = call_later
+    """Run work after some seconds (a probe asked again soon brings its own pass)."""
     route: Callable[[bytes, str], Route] = probe_front_proxy
     """Read through a front-proxy (its admin kubeconfig, its Service URL)."""
     routes: dict[str, Routed] = field(default_factory=dict)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
+from enum import Enum
 
 from kcp_shard_operator.controller.context import Asked, Context, Logger
 from kcp_shard_operator.core.api.model import JSON
@@ -18,6 +19,7 @@ from kcp_shard_operator.core.shard.health import (
     DATA_LOST,
     DATA_VERIFIED,
     NO_ADMIN_KUBECONFIG,
+    SHARD_UNREACHABLE,
     Failure,
     Health,
     Probe,
@@ -91,36 +93,62 @@ def _failed(probe: Probe) -> bool:
     return probe.failure is not None and probe.failure.reason != NO_ADMIN_KUBECONFIG
 
 
-def _record(ctx: Context, shard: Shard, probe: Probe, logger: Logger) -> bool:
-    """Keep ``probe`` as the last answer about ``shard`` (unless the shard is still settling
-    after its rollout: then ask again soon); whether the answer changed."""
+def _unreachable(probe: Probe | None) -> bool:
+    return (
+        probe is not None
+        and probe.failure is not None
+        and probe.failure.reason == SHARD_UNREACHABLE
+    )
+
+
+class Recorded(Enum):
+    KEPT = "kept"
+    """The answer is the last one again."""
+    CHANGED = "changed"
+    ASK_AGAIN = "ask again"
+    """Not reported yet: kcp is asked again in SETTLE_RETRY_SECONDS."""
+
+
+def _record(ctx: Context, shard: Shard, probe: Probe, logger: Logger) -> Recorded:
+    """Keep ``probe`` as the last answer about ``shard``, unless the shard is still settling
+    after its rollout or did not answer for the first time after answering: then it is asked
+    again soon, and only an answer after that is reported."""
     now = ctx.clock()
     with ctx.lock(shard.namespace, f"{shard.name}/probe"):
         last = ctx.probes.get(shard.key)
         if last is None:
-            return False
+            return Recorded.KEPT
         rolled_out_at = last.rolled_out_at if last.rolled_out_at is not None else now
-        if settling(probe, now - rolled_out_at):
-            ctx.probes[shard.key] = replace(last, next_at=now + SETTLE_RETRY_SECONDS)
-            return False
+        first_miss = _unreachable(probe) and not last.doubted and not _unreachable(last.probe)
+        if settling(probe, now - rolled_out_at) or first_miss:
+            ctx.probes[shard.key] = replace(last, next_at=now + SETTLE_RETRY_SECONDS, doubted=True)
+            return Recorded.ASK_AGAIN
         failures = last.failures + 1 if _failed(probe) else 0
         ctx.probes[shard.key] = replace(
-            last, probe=probe, failures=failures, next_at=now + probe_delay(failures)
+            last,
+            probe=probe,
+            failures=failures,
+            next_at=now + probe_delay(failures),
+            doubted=_unreachable(probe),
         )
-    if last.probe != probe:
-        logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
-    return last.probe != probe
+    if last.probe == probe:
+        return Recorded.KEPT
+    logger.info("kcp's answers about Shard %s changed: %s", shard.key, _summary(probe))
+    return Recorded.CHANGED
 
 
 def _ask(
     ctx: Context, shard: Shard, root: Shard | None, logger: Logger, again: Callable[[], None]
 ) -> None:
     """The background work: read the admin kubeconfigs, ask kcp, keep the answer; a changed
-    answer calls ``again`` (a pass over the Shard)."""
+    answer calls ``again`` (a pass over the Shard), one to be asked again soon calls it then."""
     target = _target(ctx, shard, root)
     probe = Probe(failure=target) if isinstance(target, Failure) else _probe(ctx, target, logger)
-    if _record(ctx, shard, probe, logger):
+    recorded = _record(ctx, shard, probe, logger)
+    if recorded is Recorded.CHANGED:
         again()
+    elif recorded is Recorded.ASK_AGAIN:
+        ctx.later(SETTLE_RETRY_SECONDS, again)
 
 
 def _asked(

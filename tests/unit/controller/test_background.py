@@ -4,11 +4,13 @@ context keeps per object is freed."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from contextvars import ContextVar
 from typing import Any
 
-from kcp_shard_operator.controller.context import Context
+from kcp_shard_operator.controller.context import Context, call_later
 from kcp_shard_operator.controller.fanout import reconcile_with_dependents
 from kcp_shard_operator.controller.schedule import Runner
 from kcp_shard_operator.core.shard.health import SHARD_UNREACHABLE, Failure, Probe
@@ -133,3 +135,19 @@ def test_a_burst_of_events_for_one_shard_runs_one_pass() -> None:
         "kcp_shard_operator_reconcile_passes_total", {"kind": "Shard"}
     )
     assert ran == 1
+
+
+def test_work_asked_for_later_runs_in_the_askers_context() -> None:
+    """The pass a doubted probe asks for runs with kopf's Event poster, as the asker's did."""
+    poster: ContextVar[str] = ContextVar("poster")
+    poster.set("kopf's")
+    seen: list[str] = []
+    done = threading.Event()
+
+    def work() -> None:
+        seen.append(poster.get())
+        done.set()
+
+    call_later(0.01, work)
+    assert done.wait(10)
+    assert seen == ["kopf's"]
