@@ -103,11 +103,14 @@ def start_due(
     claim: JSON | None,
     pods: list[JSON],
     upgrade_to: str | None,
+    gate: bool | Failure,
     logger: Logger,
     again: Callable[[], None],
 ) -> None:
     """Start the backup due now, if any, on a running pod whose sidecar runs; ``upgrade_to``:
-    the kcp minor the installation is about to move to (a backup before it is due)."""
+    the kcp minor the installation is about to move to (a backup before it is due); ``gate``:
+    whether kcp's data may be backed up now (:func:`backup_gate`), a refusal answers the
+    request as a failed backup."""
     backup = shard.spec.backup
     key = _key(shard)
     if backup is None or claim is None or key in ctx.backup_outcomes:
@@ -116,7 +119,14 @@ def start_due(
         return
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     request = wanted(backup, status, annotations, ctx.wall_clock(), upgrade_to)
-    if request is None:
+    if request is None or gate is False:
+        return
+    if isinstance(gate, Failure):
+        refused = Outcome(request, format_time(ctx.wall_clock()), failure=gate)
+        ctx.backup_outcomes[key] = refused
+        _report(ctx, obj, refused)
+        logger.warning("backup of %s not taken: %s", shard.name, gate.reason)
+        again()
         return
     ready = sorted(str(pod["metadata"]["name"]) for pod in pods if backup_container_ready(pod))
     if not ready:
