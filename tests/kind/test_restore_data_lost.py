@@ -229,7 +229,12 @@ def test_a_root_on_an_empty_claim_is_restored_from_its_scheduled_backup(
                 lambda: _reason(kind_cluster, ns, "root", "DataVerified") == "DataLost",
                 LOST_TIMEOUT, "root DataLost", interval=2,
             )  # fmt: skip
-            timeline.mark(f"DataLost: {condition_of(kind_cluster, ns, 'root', 'Degraded')}")
+            timeline.mark("root DataLost (DataVerified=False, Degraded=True, Ready=False)")
+            wait_for(
+                lambda: _reason(kind_cluster, ns, "shard-1", "DataVerified") == "RootDataLost",
+                LOST_TIMEOUT, "shard-1 RootDataLost", interval=2,
+            )  # fmt: skip
+            timeline.mark("shard-1 RootDataLost (the empty root does not list it)")
             assert shard_object(kind_cluster, ns, "root")["status"]["dataUID"] == recorded
             assert not set(_workspace_uids(apis["root"])) & set(uids), "the root is empty"
             # The next scheduled backup is refused: the empty etcd is not backed up.
