@@ -47,7 +47,7 @@ from .kind import (
     pods,
     shard_object,
 )
-from .test_backup import CLAIM, WORKSPACES, _claim, _more_workspaces
+from .test_backup import CLAIM, WORKSPACES, _claim, _in_sidecar, _more_workspaces
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -247,6 +247,11 @@ def test_a_root_on_an_empty_claim_is_restored_from_its_scheduled_backup(
             assert all(entry["dataUID"] == recorded for entry in listed), listed
             newest = listed[0]
             assert made <= _parse(newest["time"]) < deleted, "no backup of the empty etcd"
+            (pod,) = (p["metadata"]["name"] for p in pods(kind_cluster, ns, "root", "kcp"))
+            path = f"/backups/{newest['path'].removesuffix('.db')}.json"
+            described = json.loads(_in_sidecar(kind_cluster, ns, pod, "/busybox", "cat", path))
+            assert described["backup"] == newest, "the claim's manifest of the backup"
+            assert described["shard"]["name"] == "root"
             figures["backup"] = {
                 key: newest[key] for key in ("name", "size", "keys", "durationSeconds")
             }

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup import snapshot
+from kcp_shard_operator.core.backup import manifest, snapshot
 from kcp_shard_operator.core.backup.record import (
     BACKED_UP,
     Outcome,
@@ -235,6 +235,12 @@ def take(
     if request.upgrade_to is not None:
         entry["upgradeTo"] = request.upgrade_to
     ctx.metrics.backup_seconds.observe(seconds)
+    described = manifest.manifest(entry, shard.name, shard.namespace, shard.uid)
+    try:
+        run(manifest.write(manifest.manifest_path(path), described), "the manifest")
+    except StepError as err:
+        # The backup is verified and listed; only the claim's own record of it is missing.
+        logger.warning("backup %s of %s: %s", name, shard.name, err.failure.message)
     removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
     logger.info("backup %s of %s taken in %.1f s (%d bytes)", name, shard.name, seconds, size)
     return finished(entry=entry, removed=removed)
@@ -250,7 +256,7 @@ def _retention(
     gone = expired(backups, backup.retention, now)
     if not gone:
         return []
-    paths = [str(entry["path"]) for entry in gone]
+    paths = manifest.with_manifests([str(entry["path"]) for entry in gone])
     try:
         ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, snapshot.remove(paths))
     except APIError as err:
