@@ -1,7 +1,6 @@
 """The manifest beside each backup: written by the sidecar after the snapshot is verified, the
 status entry and the Shard it was taken of; retention removes it with the snapshot; a failed
-write leaves the verified backup listed; read back, it gives the entry, or says which field
-makes it unusable."""
+write leaves the verified backup listed."""
 
 from __future__ import annotations
 
@@ -9,15 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from kcp_shard_operator.core.backup.manifest import (
-    Imported,
-    imported,
-    manifest,
-    manifest_path,
-    write,
-)
+from kcp_shard_operator.core.backup.manifest import manifest_path, write
 from kcp_shard_operator.kube.client import Ran
 from tests.fake_kube import run
 from tests.unit.backup.test_pass_backup import Sidecar, annotate, running
@@ -67,53 +58,3 @@ def test_the_script_writes_the_json_whole_whatever_it_holds(tmp_path: Path) -> N
 
 def test_a_manifest_lies_beside_its_snapshot() -> None:
     assert manifest_path("root/root-20261207T110700Z.db") == "root/root-20261207T110700Z.json"
-
-
-ENTRY = {
-    "name": "root-20261207T110700Z",
-    "time": "2026-12-07T11:07:00Z",
-    "trigger": "Scheduled",
-    "kcpVersion": "0.27.1",
-    "dataUID": "uid-of-the-data",
-    "claim": "backups",
-    "path": "root/root-20261207T110700Z.db",
-    "size": 7458848,
-    "sha256": "ab" * 32,
-}
-NAME = str(ENTRY["name"])
-
-
-def _text(**changes: object) -> str:
-    described = manifest(ENTRY, "root", "ns", "uid-root")
-    described["backup"] = {**ENTRY, **changes}
-    return json.dumps(described)
-
-
-def test_a_manifest_read_back_gives_the_entry_and_its_shard() -> None:
-    found = imported(_text(), NAME)
-    assert isinstance(found, Imported)
-    assert found.entry == ENTRY
-    assert found.shard == {"name": "root", "namespace": "ns", "uid": "uid-root"}
-
-
-@pytest.mark.parametrize(
-    ("text", "why"),
-    [
-        ("not json", "is not JSON"),
-        ("[]", "is not a JSON object"),
-        (json.dumps({"kind": "ConfigMap"}), "is not a kcpshard.dev/v1alpha1 BackupManifest"),
-        (_text(sha256="ab"), "backup.sha256 is not a sha256 digest"),
-        (_text(size="10"), "backup.size is missing or not an integer"),
-        (_text(size=True), "backup.size is missing or not an integer"),
-        (_text(kcpVersion=None), "backup.kcpVersion is missing"),
-        (_text(name="root-other"), "describes backup root-other"),
-        (_text(path="../root/root-20261207T110700Z.db"), "is not <shard>/"),
-        (_text(path="/root/root-20261207T110700Z.db"), "is not <shard>/"),
-        (_text(path="root-20261207T110700Z.db"), "is not <shard>/"),
-        (_text(path="root/other.db"), "is not <shard>/"),
-    ],
-)
-def test_a_manifest_that_cannot_be_restored_from_says_which_field(text: str, why: str) -> None:
-    found = imported(text, NAME)
-    assert isinstance(found, str)
-    assert why in found
