@@ -114,7 +114,7 @@ e2e-upgrade: install ## rolling and patch upgrade e2e on kind with real kcp pods
 
 .PHONY: e2e-backup
 e2e-backup: install ## backups on kind: a verified snapshot of each running shard on demand, data checks, figures
-	$(BIN)/pytest -v -s -m kind tests/kind/test_backup.py
+	$(BIN)/pytest -v -s -m kind tests/kind/test_backup.py tests/kind/test_restore_data_lost.py
 
 .PHONY: e2e-patch-upgrade
 e2e-patch-upgrade: install ## patch upgrade and rollback on kind, /readyz never failing, data checks

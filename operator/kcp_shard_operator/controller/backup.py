@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup import snapshot
+from kcp_shard_operator.core.backup import manifest, snapshot
 from kcp_shard_operator.core.backup.record import (
     BACKED_UP,
     Outcome,
@@ -103,11 +103,14 @@ def start_due(
     claim: JSON | None,
     pods: list[JSON],
     upgrade_to: str | None,
+    gate: bool | Failure,
     logger: Logger,
     again: Callable[[], None],
 ) -> None:
     """Start the backup due now, if any, on a running pod whose sidecar runs; ``upgrade_to``:
-    the kcp minor the installation is about to move to (a backup before it is due)."""
+    the kcp minor the installation is about to move to (a backup before it is due); ``gate``:
+    whether kcp's data may be backed up now (:func:`backup_gate`), a refusal answers the
+    request as a failed backup."""
     backup = shard.spec.backup
     key = _key(shard)
     if backup is None or claim is None or key in ctx.backup_outcomes:
@@ -116,7 +119,14 @@ def start_due(
         return
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
     request = wanted(backup, status, annotations, ctx.wall_clock(), upgrade_to)
-    if request is None:
+    if request is None or gate is False:
+        return
+    if isinstance(gate, Failure):
+        refused = Outcome(request, format_time(ctx.wall_clock()), failure=gate)
+        ctx.backup_outcomes[key] = refused
+        _report(ctx, obj, refused)
+        logger.warning("backup of %s not taken: %s", shard.name, gate.reason)
+        again()
         return
     ready = sorted(str(pod["metadata"]["name"]) for pod in pods if backup_container_ready(pod))
     if not ready:
@@ -225,6 +235,12 @@ def take(
     if request.upgrade_to is not None:
         entry["upgradeTo"] = request.upgrade_to
     ctx.metrics.backup_seconds.observe(seconds)
+    described = manifest.manifest(entry, shard.name, shard.namespace, shard.uid)
+    try:
+        run(manifest.write(manifest.manifest_path(path), described), "the manifest")
+    except StepError as err:
+        # The backup is verified and listed; only the claim's own record of it is missing.
+        logger.warning("backup %s of %s: %s", name, shard.name, err.failure.message)
     removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
     logger.info("backup %s of %s taken in %.1f s (%d bytes)", name, shard.name, seconds, size)
     return finished(entry=entry, removed=removed)
@@ -240,7 +256,7 @@ def _retention(
     gone = expired(backups, backup.retention, now)
     if not gone:
         return []
-    paths = [str(entry["path"]) for entry in gone]
+    paths = manifest.with_manifests([str(entry["path"]) for entry in gone])
     try:
         ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, snapshot.remove(paths))
     except APIError as err:

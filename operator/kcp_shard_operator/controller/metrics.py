@@ -93,7 +93,7 @@ class Metrics:
         self.backups = Counter(
             f"{PREFIX}_backups",
             "Backups attempted, by trigger (OnDemand, Scheduled) and outcome (Succeeded, or "
-            "the reason of the failure: VolumeFull, VerificationFailed, SnapshotFailed).",
+            "the reason of the failure: VolumeFull, VerificationFailed, SnapshotFailed, DataLost).",
             ["trigger", "outcome"],
             registry=registry,
         )

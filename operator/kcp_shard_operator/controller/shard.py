@@ -42,6 +42,7 @@ from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.installation.steps import container_args
 from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
+from kcp_shard_operator.core.shard.backup import backup_gate
 from kcp_shard_operator.core.shard.claim import Storage, claim_name, runs_on_empty_dir, storage_of
 from kcp_shard_operator.core.shard.names import audit_policy_name, child_name
 from kcp_shard_operator.core.shard.pki import with_issued
@@ -258,5 +259,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
     if restore.phase is None:
-        start_due(ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again)
+        gate = backup_gate(seen.health)
+        start_due(
+            ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, gate, logger, again
+        )
     return degraded_reason(status)

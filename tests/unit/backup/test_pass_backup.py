@@ -130,6 +130,7 @@ def test_an_on_demand_backup_is_taken_verified_and_listed_once() -> None:
         "/etcdutl snapshot status",
         "sha256sum",
         "stat",
+        "sh",
     ]
     backups = status(kube, "root")["backups"]
     assert [b["name"] for b in backups] == ["root-20261207T110700Z"]
@@ -153,7 +154,7 @@ def test_an_on_demand_backup_is_taken_verified_and_listed_once() -> None:
     assert [e.reason for _, e in effects.events].count("BackedUp") == 1
     # The request is answered: no second backup, and the shard's Deployment was not touched.
     run(ctx, "root")
-    assert len(sidecar.ran) == 7
+    assert len(sidecar.ran) == 8
     assert kube.objects[("Deployment", "ns", "root-kcp")] == deployment
     assert ctx.metrics.backups.labels("OnDemand", "Succeeded")._value.get() == 1
 
@@ -168,7 +169,10 @@ def test_retention_removes_the_oldest_beyond_keep() -> None:
         run(ctx, "root")
     names = [b["name"] for b in status(kube, "root")["backups"]]
     assert names == ["root-20261207T130700Z", "root-20261207T120700Z"]
-    assert sidecar.ran[-1] == ["/busybox", "rm", "-f", "/backups/root/root-20261207T110700Z.db"]
+    assert sidecar.ran[-1] == [
+        "/busybox", "rm", "-f",
+        "/backups/root/root-20261207T110700Z.db", "/backups/root/root-20261207T110700Z.json",
+    ]  # fmt: skip
 
 
 def test_a_full_volume_takes_no_snapshot_and_deletes_nothing() -> None:
@@ -207,7 +211,7 @@ def test_no_backup_while_kcp_is_not_ready() -> None:
     assert sidecar.ran == []
     watched(ctx, pod())
     run(ctx, "root")
-    assert len(sidecar.ran) == 7
+    assert len(sidecar.ran) == 8
 
 
 def test_a_minor_upgrade_waits_for_the_backup_taken_before_it() -> None:
@@ -235,7 +239,7 @@ def test_a_minor_upgrade_waits_for_the_backup_taken_before_it() -> None:
     run(ctx, "root")
     template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
     assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
-    assert len(sidecar.tools()) == 7
+    assert len(sidecar.tools()) == 8
 
 
 def test_the_schedule_takes_a_backup_once_its_time_has_come() -> None:

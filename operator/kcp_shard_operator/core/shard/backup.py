@@ -14,6 +14,7 @@ from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.snapshot import BACKUP_MOUNT, BUSYBOX
 from kcp_shard_operator.core.kcp.podtemplate import container_security_context
 from kcp_shard_operator.core.shard.args import ROOT_DIRECTORY
+from kcp_shard_operator.core.shard.health import DATA_LOST, Failure, Health
 from kcp_shard_operator.core.shard.spec import Shard
 
 CONTAINER = "backup"
@@ -63,3 +64,22 @@ def backup_container_ready(pod: JSON) -> bool:
         (c for c in status.get("containerStatuses") or [] if c.get("name") == CONTAINER), {}
     )
     return ready and "running" in (sidecar.get("state") or {})
+
+
+def backup_gate(health: Health | None) -> bool | Failure:
+    """Whether a backup due now may be taken: True; False to wait for kcp's first answer since
+    the shard's last rollout (``health`` None: a pod that started on an empty etcd is not known
+    for one until then, and its snapshot would be listed under the recorded data UID); a
+    Failure while kcp serves other data than the recorded (``DataLost``): a snapshot of it
+    would be no way back, and retention would delete the backups to restore from."""
+    if health is None:
+        return False
+    if any(reason == DATA_LOST for reason, _ in health.problems):
+        return Failure(
+            DATA_LOST,
+            "no backup while the shard reports DataLost: kcp runs on an etcd that is not the "
+            "one the backups were taken of, and a snapshot of it (with retention) would replace "
+            "them. Restore the shard from one of them (kcp-shard-operator restore), or accept "
+            "the new data (see Degraded); backups resume then, nothing was deleted",
+        )
+    return True
