@@ -35,7 +35,7 @@ from kcp_shard_operator.controller.reads import (
     root_of,
     virtual_workspaces_of,
 )
-from kcp_shard_operator.controller.restore import advance, begin
+from kcp_shard_operator.controller.restore import advance, begin, held_by
 from kcp_shard_operator.controller.restore import conditions as restore_conditions
 from kcp_shard_operator.controller.restore import recorded as with_restore
 from kcp_shard_operator.controller.writes import write_status
@@ -186,11 +186,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now()
     )
     upgrade_to = minor_upgrade_target(shard if root is None else root)
-    backups_missing = (
-        waiting_for_backups(shard, installation(ctx, namespace, shard.name))
-        if shard.spec.is_root
-        else None
-    )
+    members = installation(ctx, namespace, shard.name) if shard.spec.is_root else []
+    backups_missing = waiting_for_backups(shard, members) if shard.spec.is_root else None
     decision = plan(
         shard,
         root,
@@ -216,7 +213,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     watched_pods = shard.spec.backup is not None or restore.phase is not None or not rolled_out
     shard_pods = pods(ctx, shard) if watched_pods else []
     root_name = shard.spec.root_shard_ref.name if shard.spec.root_shard_ref else None
-    restore = advance(ctx, shard, obj, restore, root_name, deployment, shard_pods, now(), logger)
+    restore = advance(
+        ctx, shard, obj, restore, root_name, deployment, shard_pods, now(), logger,
+        held_by(shard, root, members),
+    )  # fmt: skip
     serving = (
         ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
     )

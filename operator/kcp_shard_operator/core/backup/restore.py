@@ -12,6 +12,7 @@ done. Each value of the annotation is answered once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 from kcp_shard_operator.core.api.model import JSON
@@ -76,6 +77,31 @@ def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -
             "annotation; nothing done"
         )
     return None
+
+
+def waits_for_root(root: str, root_status: JSON | None) -> str | None:
+    """Why a non-root shard whose data is restored does not start yet, or None: its root is
+    being restored too. The root records which shard holds each workspace, and a shard starts
+    reading from it: started first, it would serve beside a root still on other data."""
+    phase = in_progress(root_status)
+    if phase is None:
+        return None
+    return (
+        f"data restored; the shard starts once root shard {root} runs on its restored data "
+        f"(its restore: {phase.value})"
+    )
+
+
+def waits_for_shards(others: Mapping[str, JSON | None]) -> str | None:
+    """Why a root restored with its installation does not replace its data yet, or None: a
+    shard of the installation (``others``: name -> status) restored with it still runs, and
+    could still write to the root what the point restored does not hold."""
+    stopping = sorted(
+        name for name, status in others.items() if in_progress(status) is Phase.STOPPING
+    )
+    if not stopping:
+        return None
+    return f"stopped; the Job waits until {', '.join(stopping)}, restored with it, has stopped too"
 
 
 def started(name: str, entry: JSON, now: str) -> JSON:
