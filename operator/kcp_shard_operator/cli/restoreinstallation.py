@@ -17,7 +17,7 @@ from collections.abc import Callable
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.point import Member, Point, PointError, choose, version_changes
-from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION, refusal
+from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION, installation_of, refusal
 from kcp_shard_operator.core.status.conditions import READY, condition
 from kcp_shard_operator.kube.client import Kube
 
@@ -62,10 +62,13 @@ def patches(point: Point, shards: list[JSON], set_version: bool) -> dict[str, JS
             "--set-version to set spec.version (and spec.image.tag) of those Shards to it"
         )
     out: dict[str, JSON] = {}
+    root_status = next(o.get("status") for o in shards if o["metadata"]["name"] == point.root)
     for name, entry in point.backups.items():
         version = changes[name][0] if name in changes else str(specs[name].get("version"))
         status = next(obj.get("status") for obj in shards if obj["metadata"]["name"] == name)
-        why = refusal(status, str(entry["name"]), version, on_claim=True)
+        belongs = installation_of(name == point.root, status, root_status)
+        running = (status or {}).get("version")
+        why = refusal(status, str(entry["name"]), version, True, belongs, running)
         if why is not None:
             raise PointError(f"{name}: {why}")
         body: JSON = {"metadata": {"annotations": {RESTORE_ANNOTATION: entry["name"]}}}

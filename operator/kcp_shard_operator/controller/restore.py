@@ -15,6 +15,7 @@ from kcp_shard_operator.core.backup.restore import (
     condition_of,
     current,
     in_progress,
+    installation_of,
     moved,
     refusal,
     refused,
@@ -41,9 +42,11 @@ class Restore:
     record: JSON | None
 
 
-def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
+def begin(
+    obj: JSON, shard: Shard, storage: Storage, now: str, root: Shard | None = None
+) -> Restore:
     """A restore going on (the phase the status records), one the annotation asks for now
-    (recorded, nothing stopped yet), or none."""
+    (recorded, nothing stopped yet), or none; ``root`` the root shard of a non-root one."""
     status = shard.status
     phase = in_progress(status)
     if phase is not None:
@@ -52,7 +55,14 @@ def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
     name = requested(annotations, status)
     if name is None:
         return Restore(None, None)
-    why = refusal(status, name, shard.spec.version, storage is Storage.CLAIM)
+    why = refusal(
+        status,
+        name,
+        shard.spec.version,
+        storage is Storage.CLAIM,
+        installation_of(shard.spec.is_root, status, None if root is None else root.status),
+        (status or {}).get("version"),
+    )
     if why is not None or shard.spec.backup is None:
         return Restore(None, refused(name, why or "spec.backup is not set", now))
     entry = backup_entry(status, name)

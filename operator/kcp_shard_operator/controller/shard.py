@@ -40,6 +40,7 @@ from kcp_shard_operator.controller.restore import conditions as restore_conditio
 from kcp_shard_operator.controller.restore import recorded as with_restore
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.backup.restore import installation_of
 from kcp_shard_operator.core.installation.steps import container_args
 from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
 from kcp_shard_operator.core.shard.claim import Storage, claim_name, runs_on_empty_dir, storage_of
@@ -183,7 +184,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
     restore = begin(
-        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now()
+        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now(), root
     )
     upgrade_to = minor_upgrade_target(shard if root is None else root)
     members = installation(ctx, namespace, shard.name) if shard.spec.is_root else []
@@ -258,5 +259,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
     if restore.phase is None:
-        start_due(ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again)
+        start_due(
+            ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, logger, again,
+            installation_of(shard.spec.is_root, status, None if root is None else root.status),
+        )  # fmt: skip
     return degraded_reason(status)

@@ -82,3 +82,11 @@ def test_finished_once_done_and_ready() -> None:
     assert finished(obj, "b") is True
     assert finished(obj, "other") is None
     assert finished({"status": {"restore": {"request": "b", "phase": "Refused"}}}, "b") is False
+
+
+def test_a_backup_of_another_installation_is_refused_before_anything_is_written() -> None:
+    foreign = [shard("root", None), shard("shard-1", "root")]
+    foreign[0]["status"]["dataUID"] = "uid-of-this-root"
+    foreign[1]["status"]["backups"][0]["installation"] = "uid-of-another-root"
+    with pytest.raises(PointError, match="shard-1: backup shard-1-b is of another installation"):
+        patches(chosen(foreign, "root", []), foreign, set_version=True)

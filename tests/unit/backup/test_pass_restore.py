@@ -248,3 +248,22 @@ def test_a_whole_installation_stops_before_the_root_restores_and_the_root_starts
     run(ctx, "shard-1")
     assert status(kube, "shard-1")["restore"]["phase"] == "Done"
     assert status(kube, "shard-1")["dataUID"] == "uid-of-shard-1"
+
+
+def test_a_backup_of_another_installation_is_refused_and_nothing_is_touched() -> None:
+    obj = shard_object(**NO_PKI, backup=BACKUP, version="0.27.1")
+    other = {**ENTRY, "installation": "uid-of-another-root"}
+    kube = FakeKube({**obj, "status": {"backups": [other], "dataUID": "uid-now"}}, CLAIM)
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    before = dict(deployment(kube))
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    run(ctx, "root")
+    assert condition(kube, "root", "Restored") == ("False", "RestoreRefused")
+    message = status(kube, "root")["restore"]["message"]
+    assert (
+        "is of another installation (its root shard's data UID was uid-of-another-root" in message
+    )
+    assert deployment(kube) == before
+    assert not [key for key in kube.objects if key[0] == "Job"]

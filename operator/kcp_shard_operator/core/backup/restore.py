@@ -17,6 +17,7 @@ from enum import StrEnum
 
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.record import entries
+from kcp_shard_operator.core.kcp.versions import parse_or_none
 from kcp_shard_operator.core.status.conditions import Condition
 
 RESTORE_ANNOTATION = "kcpshard.dev/restore"
@@ -59,8 +60,25 @@ def backup_entry(status: JSON | None, name: str) -> JSON | None:
     return next((entry for entry in entries(status) if entry.get("name") == name), None)
 
 
-def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -> str | None:
-    """Why the shard may not be restored from backup ``name``, or None."""
+def installation_of(is_root: bool, status: JSON | None, root_status: JSON | None) -> str | None:
+    """What names the installation of a shard (``status``; ``root_status`` its root's, None when
+    not found): the root shard's recorded data UID (the UID of the root's own data, which a
+    restore of the root brings back); None while it is not known."""
+    uid = ((status if is_root else root_status) or {}).get("dataUID")
+    return str(uid) if uid else None
+
+
+def refusal(
+    status: JSON | None,
+    name: str,
+    spec_version: str,
+    on_claim: bool,
+    installation: str | None = None,
+    running: str | None = None,
+) -> str | None:
+    """Why the shard may not be restored from backup ``name``, or None. ``installation``:
+    what names the installation the shard belongs to now (:func:`installation_of`);
+    ``running``: the kcp the shard runs (``status.version``)."""
     entry = backup_entry(status, name)
     if entry is None:
         return (
@@ -69,7 +87,21 @@ def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -
         )
     if not on_claim:
         return "the shard does not keep its embedded etcd on its claim: nothing to restore into"
+    recorded = entry.get("installation")
+    if recorded and installation and recorded != installation:
+        return (
+            f"backup {name} is of another installation (its root shard's data UID was "
+            f"{recorded}, this installation's is {installation}): its workspaces are not the "
+            "ones this root lists; nothing done"
+        )
     version = str(entry.get("kcpVersion"))
+    taken, now = parse_or_none(version), parse_or_none(running)
+    if taken is not None and now is not None and taken > now:
+        return (
+            f"backup {name} was taken with kcp {version}, newer than the kcp {now} the shard "
+            "runs: a restore goes back, never forward (upgrade with spec.version instead); "
+            "nothing done"
+        )
     if version != spec_version:
         return (
             f"backup {name} was taken with kcp {version}, and the shard starts the version of "
