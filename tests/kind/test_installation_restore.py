@@ -273,6 +273,8 @@ def test_a_whole_installation_goes_back_to_the_backups_taken_before_its_upgrade(
         log(f"first root pod at {NEXT}: {first_new:.0f}s on the timeline")
         for shard in SHARDS:
             assert backups[shard]["kcpVersion"] == NEW
+            # Each names the installation: the root's data UID.
+            assert backups[shard]["installation"] == data_uids["root"], backups[shard]
             # Taken before the first pod of the new minor started.
             taken = timeline.at(seconds(backups[shard]["time"]))
             assert taken < first_new, (shard, taken, first_new)

@@ -82,12 +82,16 @@ def patches(point: Point, shards: list[JSON], set_version: bool) -> dict[str, JS
     return out
 
 
-def progress_line(name: str, obj: JSON) -> str:
-    restore = (obj.get("status") or {}).get("restore") or {}
-    ready = condition(obj.get("status"), READY) or {}
-    return (
-        f"{name}: {restore.get('phase', '-')}: {restore.get('message', '')} "
-        f"(Ready={ready.get('status', 'Unknown')})"
+def progress(obj: JSON, backup: str) -> tuple[str, str] | None:
+    """What to print of a Shard's restore from ``backup``: its phase and message, and
+    ``Ready``'s status; None before the operator has taken that restore up."""
+    status = obj.get("status") or {}
+    restore = status.get("restore") or {}
+    if restore.get("request") != backup:
+        return None
+    ready = condition(status, READY) or {}
+    return f"{restore.get('phase')}: {restore.get('message', '')}", str(
+        ready.get("status", "Unknown")
     )
 
 
@@ -177,16 +181,21 @@ def _follow(
     out: Callable[[str], object],
 ) -> int:
     """Print each change of a Shard's restore until every one is Done and Ready."""
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, str]] = {}
     deadline = started + timeout
     while True:
         outcome: dict[str, bool | None] = {}
         for name, entry in point.backups.items():
             obj = kube.get(SHARD_API_VERSION, SHARD_KIND, namespace, name) or {}
-            line = progress_line(name, obj)
-            if seen.get(name) != line:
-                seen[name] = line
-                out(f"{time.monotonic() - started:6.0f}s  {line}\n")
+            now = progress(obj, str(entry["name"]))
+            before = seen.get(name)
+            if now is not None and now != before:
+                seen[name] = now
+                at = f"{time.monotonic() - started:6.0f}s  {name}:"
+                if before is None or before[0] != now[0]:
+                    out(f"{at} {now[0]} (Ready={now[1]})\n")
+                else:
+                    out(f"{at} Ready={now[1]}\n")
             outcome[name] = finished(obj, str(entry["name"]))
         if all(outcome.values()):
             out(

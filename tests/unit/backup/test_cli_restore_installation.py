@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from kcp_shard_operator.cli.restoreinstallation import chosen, finished, members_of, patches
+from kcp_shard_operator.cli.restoreinstallation import (
+    chosen,
+    finished,
+    members_of,
+    patches,
+    progress,
+)
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.point import PointError
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
@@ -90,3 +96,11 @@ def test_a_backup_of_another_installation_is_refused_before_anything_is_written(
     foreign[1]["status"]["backups"][0]["installation"] = "uid-of-another-root"
     with pytest.raises(PointError, match="shard-1: backup shard-1-b is of another installation"):
         patches(chosen(foreign, "root", []), foreign, set_version=True)
+
+
+def test_progress_is_printed_once_the_operator_has_taken_the_restore_up() -> None:
+    obj: JSON = {"status": {"restore": {"request": "old", "phase": "Done", "message": "m"}}}
+    assert progress(obj, "b") is None
+    obj["status"]["restore"] = {"request": "b", "phase": "Stopping", "message": "stopping"}
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert progress(obj, "b") == ("Stopping: stopping", "False")
