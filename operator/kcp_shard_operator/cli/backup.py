@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kcp_shard_operator.cli.options import add_cluster_options, cluster_credentials
+from kcp_shard_operator.cli.restoreinstallation import run_installation, write
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.record import BACKED_UP
@@ -74,23 +75,48 @@ writes:
 
     restore = commands.add_parser(
         "restore",
-        help="restore a Shard in place from one of its backups and wait for it",
+        help="restore a Shard, or a whole installation, in place from backups and wait for it",
         description="Ask the operator to restore the Shard's embedded etcd from one of its "
         "verified backups (status.backups): it stops the shard, restores the backup into its "
         "claim with a Job (the replaced data kept aside on the claim), and starts the kcp "
         "version the backup was taken with, which spec.version must name already. Everything "
-        "the shard stored after the backup is replaced.",
-        epilog=f"""reads:
-  the cluster ({credentials.SOURCES}): the Shard NAME and its status
+        "the shard stored after the backup is replaced. With --installation ROOT: the root "
+        "Shard and every Shard naming it, from backups of one point in time (the root records "
+        "which shard holds each workspace): by default the newest backups taken before a "
+        "minor upgrade (trigger BeforeUpgrade), one per shard; the root starts first, the "
+        "others once it runs on its restored data.",
+        epilog=f"""examples:
+  kcp-shard-operator restore root -n NS --backup root-20261207T114627Z
+  kcp-shard-operator restore --installation root -n NS --set-version
+reads:
+  the cluster ({credentials.SOURCES}): the Shard NAME and its status; with
+  --installation, every Shard of the namespace
 writes:
-  the annotation {RESTORE_ANNOTATION} of the Shard (the backup's name)
+  the annotation {RESTORE_ANNOTATION} of the Shard (the backup's name); with --set-version
+  also spec.version (and spec.image.tag, when set) of each Shard whose version is not its
+  backup's, in the same write, never without the flag
 exit codes:
-  0  restored: kcp runs on the backup's data
+  0  restored: kcp runs on the backup's data (with --installation: every Shard Ready)
   1  refused or failed (the condition Restored's message), or no end in --timeout""",
     )
-    restore.add_argument("shard", metavar="NAME", help="name of the Shard")
+    restore.add_argument("shard", metavar="NAME", nargs="?", help="name of the Shard")
     restore.add_argument(
-        "--backup", required=True, help="name of the backup (kcp-shard-operator backups)"
+        "--installation",
+        metavar="ROOT",
+        help="restore the root Shard ROOT and every Shard naming it, from backups of one point",
+    )
+    restore.add_argument(
+        "--backup",
+        action="append",
+        help="name of the backup (kcp-shard-operator backups); with --installation: the "
+        "root's backup naming the point (default: its newest BeforeUpgrade backup), and "
+        "repeated, another shard's backup of that moment",
+    )
+    restore.add_argument(
+        "--set-version",
+        action="store_true",
+        help="with --installation: set spec.version (and spec.image.tag, when set) of each "
+        "Shard to the kcp its backup was taken with (refused without it when they differ)",
     )
     _namespace(restore)
     restore.add_argument(
@@ -198,27 +224,37 @@ def run_backup(args: argparse.Namespace) -> int:
 
 
 def run_restore(args: argparse.Namespace) -> int:
+    if (args.installation is None) == (args.shard is None):
+        raise SystemExit("error: name a Shard (NAME --backup BACKUP) or --installation ROOT")
+    if args.installation is None and len(args.backup or []) != 1:
+        raise SystemExit("error: restore NAME takes one --backup")
+    if args.set_version and args.installation is None:
+        raise SystemExit("error: --set-version goes with --installation")
     kube, namespace = _connect(args)
+    if args.installation is not None:
+        try:
+            return run_installation(kube, namespace, args, write)
+        except APIError as err:
+            raise SystemExit(f"error: {error_message(err)}") from None
+    (backup,) = args.backup
     try:
         obj = _shard(kube, namespace, args.shard)
         restore = (obj.get("status") or {}).get("restore") or {}
-        if restore.get("request") == args.backup:
+        if restore.get("request") == backup:
             # The annotation answers each value once: clear it so that it asks again.
             kube.annotate(
                 SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {RESTORE_ANNOTATION: None}
             )
-            _wait(
-                kube, namespace, args.shard, args.timeout, lambda r: r.get("request") != args.backup
-            )
+            _wait(kube, namespace, args.shard, args.timeout, lambda r: r.get("request") != backup)
         kube.annotate(
-            SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {RESTORE_ANNOTATION: args.backup}
+            SHARD_API_VERSION, SHARD_KIND, namespace, args.shard, {RESTORE_ANNOTATION: backup}
         )
         ended = _wait(
             kube,
             namespace,
             args.shard,
             args.timeout,
-            lambda r: r.get("request") == args.backup and r.get("phase") in ENDED,
+            lambda r: r.get("request") == backup and r.get("phase") in ENDED,
         )
     except APIError as err:
         raise SystemExit(f"error: {error_message(err)}") from None

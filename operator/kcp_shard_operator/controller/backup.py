@@ -106,6 +106,7 @@ def start_due(
     gate: bool | Failure,
     logger: Logger,
     again: Callable[[], None],
+    installation: str | None = None,
 ) -> None:
     """Start the backup due now, if any, on a running pod whose sidecar runs; ``upgrade_to``:
     the kcp minor the installation is about to move to (a backup before it is due); ``gate``:
@@ -136,7 +137,7 @@ def start_due(
     data_uid = status.get("dataUID")
 
     def work() -> None:
-        outcome = take(ctx, shard, pod, request, version, data_uid, status, logger)
+        outcome = take(ctx, shard, pod, request, version, data_uid, status, logger, installation)
         ctx.backup_outcomes[key] = outcome
         _report(ctx, obj, outcome)
         again()
@@ -153,8 +154,10 @@ def take(
     data_uid: str | None,
     status: JSON,
     logger: Logger,
+    installation: str | None = None,
 ) -> Outcome:
-    """One backup through ``pod``'s sidecar: room, snapshot, verification, retention."""
+    """One backup through ``pod``'s sidecar: room, snapshot, verification, retention;
+    ``installation`` names the installation the entry records (its root's data UID)."""
     backup = shard.spec.backup
     assert backup is not None
     claim = backup.claim_ref.name
@@ -232,6 +235,8 @@ def take(
     }
     if data_uid:
         entry["dataUID"] = data_uid
+    if installation:
+        entry["installation"] = installation
     if request.upgrade_to is not None:
         entry["upgradeTo"] = request.upgrade_to
     ctx.metrics.backup_seconds.observe(seconds)

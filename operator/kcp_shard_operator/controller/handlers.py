@@ -56,6 +56,7 @@ from kcp_shard_operator.controller.virtualworkspaces import (
 from kcp_shard_operator.controller.watched import CHILDREN, OWNER_KINDS, PODS, SECRETS
 from kcp_shard_operator.core.api.meta import INSTANCE_LABEL, NAME_LABEL
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.restore import in_progress
 from kcp_shard_operator.core.cacheserver.render import NAME as CACHE_SERVER_NAME
 from kcp_shard_operator.core.virtualworkspaces.release import RELEASE_SECONDS
 
@@ -117,7 +118,12 @@ def on_shard(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None
     namespace, name, meta = _where(body)
     if type == "DELETED" or namespace is None or not _finalized(meta):
         return
-    reconcile_with_dependents(ctx, namespace, name, body.get("spec") or {}, logger)
+    spec = body.get("spec") or {}
+    reconcile_with_dependents(ctx, namespace, name, spec, logger)
+    root = (spec.get("rootShardRef") or {}).get("name")
+    if root and in_progress(body.get("status")) is not None:
+        # A root restored with its installation waits for its shards to stop.
+        reconcile(ctx, namespace, str(root), logger)
 
 
 def on_cache_server(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:

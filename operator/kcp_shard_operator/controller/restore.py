@@ -15,11 +15,14 @@ from kcp_shard_operator.core.backup.restore import (
     condition_of,
     current,
     in_progress,
+    installation_of,
     moved,
     refusal,
     refused,
     requested,
     started,
+    waits_for_root,
+    waits_for_shards,
 )
 from kcp_shard_operator.core.shard.claim import Storage
 from kcp_shard_operator.core.shard.restore import restore_job, restore_job_name
@@ -39,9 +42,11 @@ class Restore:
     record: JSON | None
 
 
-def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
+def begin(
+    obj: JSON, shard: Shard, storage: Storage, now: str, root: Shard | None = None
+) -> Restore:
     """A restore going on (the phase the status records), one the annotation asks for now
-    (recorded, nothing stopped yet), or none."""
+    (recorded, nothing stopped yet), or none; ``root`` the root shard of a non-root one."""
     status = shard.status
     phase = in_progress(status)
     if phase is not None:
@@ -50,7 +55,14 @@ def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
     name = requested(annotations, status)
     if name is None:
         return Restore(None, None)
-    why = refusal(status, name, shard.spec.version, storage is Storage.CLAIM)
+    why = refusal(
+        status,
+        name,
+        shard.spec.version,
+        storage is Storage.CLAIM,
+        installation_of(shard.spec.is_root, status, None if root is None else root.status),
+        (status or {}).get("version"),
+    )
     if why is not None or shard.spec.backup is None:
         return Restore(None, refused(name, why or "spec.backup is not set", now))
     entry = backup_entry(status, name)
@@ -59,6 +71,25 @@ def begin(obj: JSON, shard: Shard, storage: Storage, now: str) -> Restore:
     # not keep (a CRD older than the operator prunes it) stops nothing, rather than running
     # again on every pass.
     return Restore(None, started(name, entry, now))
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a restore of the whole installation waits for: the root's Job until the other
+    shards restored with it have stopped, a non-root shard's start until its root runs on its
+    restored data (None: nothing)."""
+
+    job: str | None = None
+    start: str | None = None
+
+
+def held_by(shard: Shard, root: Shard | None, installation: list[Shard]) -> Held:
+    """:class:`Held` of ``shard``: ``root`` its root shard (None for a root), ``installation``
+    the Shards of a root's installation."""
+    if root is not None:
+        return Held(start=waits_for_root(root.name, root.status))
+    others = {member.name: member.status for member in installation if member.name != shard.name}
+    return Held(job=waits_for_shards(others))
 
 
 def advance(
@@ -71,9 +102,12 @@ def advance(
     pods: list[JSON],
     now: str,
     logger: Logger,
+    held: Held | None = None,
 ) -> Restore:
     """The restore moved on by what this pass saw (its Job applied when the shard has
-    stopped, its outcome read, the start seen through)."""
+    stopped, its outcome read, the start seen through); ``held`` what a restore of the
+    whole installation waits for (:func:`held_by`)."""
+    held = held or Held()
     if restore.phase is None:
         return restore
     record = restore.record or current(shard.status)
@@ -83,6 +117,8 @@ def advance(
         stopped = deployment is not None and not pods and _replicas(deployment) == 0
         if not stopped:
             return Restore(Phase.STOPPING, record)
+        if held.job is not None:
+            return Restore(Phase.STOPPING, {**record, "message": held.job})
         job = restore_job(
             shard, root_name, entry, restore_job_name(shard, name, str(record.get("started")))
         )
@@ -102,6 +138,8 @@ def advance(
         except APIError:
             return Restore(Phase.RESTORING, record)
         state = (found or {}).get("status") or {}
+        if state.get("succeeded") and held.start is not None:
+            return Restore(Phase.RESTORING, {**record, "message": held.start})
         if state.get("succeeded"):
             message = f"backup {name} restored; starting kcp {shard.spec.version} on it"
             ctx.announce(obj, Event("Normal", "Restoring", message))

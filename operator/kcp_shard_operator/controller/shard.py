@@ -35,11 +35,12 @@ from kcp_shard_operator.controller.reads import (
     root_of,
     virtual_workspaces_of,
 )
-from kcp_shard_operator.controller.restore import advance, begin
+from kcp_shard_operator.controller.restore import advance, begin, held_by
 from kcp_shard_operator.controller.restore import conditions as restore_conditions
 from kcp_shard_operator.controller.restore import recorded as with_restore
 from kcp_shard_operator.controller.writes import write_status
 from kcp_shard_operator.core.api.model import JSON, SpecError
+from kcp_shard_operator.core.backup.restore import installation_of
 from kcp_shard_operator.core.installation.steps import container_args
 from kcp_shard_operator.core.shard.args import STANDALONE_FLAG
 from kcp_shard_operator.core.shard.backup import backup_gate
@@ -184,14 +185,11 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
     restore = begin(
-        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now()
+        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now(), root
     )
     upgrade_to = minor_upgrade_target(shard if root is None else root)
-    backups_missing = (
-        waiting_for_backups(shard, installation(ctx, namespace, shard.name))
-        if shard.spec.is_root
-        else None
-    )
+    members = installation(ctx, namespace, shard.name) if shard.spec.is_root else []
+    backups_missing = waiting_for_backups(shard, members) if shard.spec.is_root else None
     decision = plan(
         shard,
         root,
@@ -217,7 +215,10 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     watched_pods = shard.spec.backup is not None or restore.phase is not None or not rolled_out
     shard_pods = pods(ctx, shard) if watched_pods else []
     root_name = shard.spec.root_shard_ref.name if shard.spec.root_shard_ref else None
-    restore = advance(ctx, shard, obj, restore, root_name, deployment, shard_pods, now(), logger)
+    restore = advance(
+        ctx, shard, obj, restore, root_name, deployment, shard_pods, now(), logger,
+        held_by(shard, root, members),
+    )  # fmt: skip
     serving = (
         ("Service", "PersistentVolumeClaim") if decision.storage is Storage.CLAIM else ("Service",)
     )
@@ -259,8 +260,9 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
     if restore.phase is None:
-        gate = backup_gate(seen.health)
         start_due(
-            ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to, gate, logger, again
-        )
+            ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to,
+            backup_gate(seen.health), logger, again,
+            installation_of(shard.spec.is_root, status, None if root is None else root.status),
+        )  # fmt: skip
     return degraded_reason(status)

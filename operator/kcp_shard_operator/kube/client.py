@@ -381,6 +381,12 @@ class Kube:
         body = {"metadata": {"annotations": annotations}}
         return self._written("PATCH", path, body, "application/merge-patch+json")
 
+    def merge(self, api_version: str, kind: str, namespace: str, name: str, body: JSON) -> JSON:
+        """A JSON merge patch of the object (its metadata and spec in one write); the object
+        as written."""
+        path = path_of(api_version, kind, namespace, name)
+        return self._written("PATCH", path, body, "application/merge-patch+json")
+
     def patch_status(
         self, api_version: str, kind: str, namespace: str, name: str, status: JSON
     ) -> JSON:

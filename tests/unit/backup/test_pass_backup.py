@@ -270,3 +270,20 @@ def test_the_schedule_takes_a_backup_once_its_time_has_come() -> None:
         scrape.value("kcp_shard_operator_backups_total", trigger="Scheduled", outcome="Succeeded")
         == 1
     )
+
+
+def test_a_backup_records_the_installation_it_belongs_to() -> None:
+    """The root's data UID names the installation: a restore of the backup into another one
+    is refused."""
+    sidecar = Sidecar()
+    kube = FakeKube({**shard(), "status": {"dataUID": "uid-of-the-root"}}, CLAIM)
+    ctx = context(kube)
+    kube.containers = sidecar
+    ctx.wall_clock = lambda: NOW
+    settle(ctx, kube, "root")
+    watched(ctx, pod())
+    annotate(ctx, kube, "first")
+    run(ctx, "root")
+    run(ctx, "root")
+    (entry,) = status(kube, "root")["backups"]
+    assert entry["installation"] == "uid-of-the-root"

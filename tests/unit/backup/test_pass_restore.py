@@ -8,8 +8,8 @@ from typing import Any
 from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
-from tests.conftest import NO_PKI, shard_object
-from tests.fake_kube import Effects, FakeKube, context, respec, run, settle, watched
+from tests.conftest import NO_PKI, non_root_object, shard_object
+from tests.fake_kube import SECRETS, Effects, FakeKube, context, respec, run, settle, watched
 from tests.unit.backup.test_pass_backup import BACKUP, CLAIM
 from tests.unit.controller.test_pass import condition, status
 
@@ -174,4 +174,96 @@ def test_a_restore_the_status_does_not_keep_stops_nothing() -> None:
         kept["status"].pop("restore", None)
         watched(ctx, kube.put(kept))
     assert deployment(kube)["spec"]["replicas"] == 1
+    assert not [key for key in kube.objects if key[0] == "Job"]
+
+
+SHARD_ENTRY: JSON = {
+    **ENTRY,
+    "name": "shard-1-20261207T110701Z",
+    "path": "shard-1/shard-1-20261207T110701Z.db",
+    "dataUID": "uid-of-shard-1",
+}
+
+
+def installation_asked() -> tuple[Any, FakeKube]:
+    """root and shard-1 at kcp 0.28.0 with their backups from before the upgrade, both set
+    back to 0.27.1 and asked to restore (the root first, as restore --installation does)."""
+    root = shard_object(**NO_PKI, backup=BACKUP, version="0.28.0")
+    shard = non_root_object(**NO_PKI, backup=BACKUP, version="0.28.0")
+    kube = FakeKube(
+        {**root, "status": {"backups": [ENTRY], "dataUID": "uid-now"}},
+        {**shard, "status": {"backups": [SHARD_ENTRY], "dataUID": "uid-1-now"}},
+        CLAIM,
+        *SECRETS,
+    )
+    ctx = context(kube)
+    settle(ctx, kube, "root", "shard-1")
+    for name, entry in (("root", ENTRY), ("shard-1", SHARD_ENTRY)):
+        respec(ctx, kube, name, version="0.27.1")
+        obj = kube.objects[("Shard", "ns", name)]
+        obj["metadata"]["annotations"] = {RESTORE_ANNOTATION: entry["name"]}
+        watched(ctx, kube.put(obj))
+        run(ctx, name)
+    return ctx, kube
+
+
+def jobs(kube: FakeKube) -> list[str]:
+    return sorted(key[2] for key in kube.objects if key[0] == "Job")
+
+
+def test_a_whole_installation_stops_before_the_root_restores_and_the_root_starts_first() -> None:
+    ctx, kube = installation_asked()
+    run(ctx, "root", "shard-1")
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    # The root has stopped, shard-1 not yet: no Job for the root.
+    assert jobs(kube) == []
+    assert (
+        "waits until shard-1, restored with it, has stopped"
+        in (status(kube, "root")["restore"]["message"])
+    )
+    watched(ctx, kube.roll_out("ns", "shard-1-kcp"))
+    run(ctx, "shard-1", "root")
+    root_job, shard_job = jobs(kube)
+    assert root_job.startswith("root-")
+    assert shard_job.startswith("shard-1-")
+    kube.put({**kube.objects[("Job", "ns", shard_job)], "status": {"succeeded": 1}})
+    run(ctx, "shard-1", "shard-1")
+    # shard-1's data is back, but it starts only once the root runs on its own.
+    assert status(kube, "shard-1")["restore"]["phase"] == "Restoring"
+    assert (
+        "starts once root shard root runs on its restored data (its restore: Restoring)"
+        in (status(kube, "shard-1")["restore"]["message"])
+    )
+    assert kube.objects[("Deployment", "ns", "shard-1-kcp")]["spec"]["replicas"] == 0
+    kube.put({**kube.objects[("Job", "ns", root_job)], "status": {"succeeded": 1}})
+    run(ctx, "root", "root")
+    watched(ctx, kube.roll_out("ns", "root-kcp"))
+    run(ctx, "root")
+    assert status(kube, "root")["restore"]["phase"] == "Done"
+    run(ctx, "shard-1", "shard-1")
+    assert status(kube, "shard-1")["restore"]["phase"] == "Starting"
+    assert kube.objects[("Deployment", "ns", "shard-1-kcp")]["spec"]["replicas"] == 1
+    watched(ctx, kube.roll_out("ns", "shard-1-kcp"))
+    run(ctx, "shard-1")
+    assert status(kube, "shard-1")["restore"]["phase"] == "Done"
+    assert status(kube, "shard-1")["dataUID"] == "uid-of-shard-1"
+
+
+def test_a_backup_of_another_installation_is_refused_and_nothing_is_touched() -> None:
+    obj = shard_object(**NO_PKI, backup=BACKUP, version="0.27.1")
+    other = {**ENTRY, "installation": "uid-of-another-root"}
+    kube = FakeKube({**obj, "status": {"backups": [other], "dataUID": "uid-now"}}, CLAIM)
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    before = dict(deployment(kube))
+    ask(ctx, kube, ENTRY["name"])
+    run(ctx, "root")
+    run(ctx, "root")
+    assert condition(kube, "root", "Restored") == ("False", "RestoreRefused")
+    message = status(kube, "root")["restore"]["message"]
+    assert (
+        "is of another installation (its root shard's data UID was uid-of-another-root" in message
+    )
+    assert deployment(kube) == before
     assert not [key for key in kube.objects if key[0] == "Job"]

@@ -109,7 +109,9 @@ def test_a_refused_downgrade_names_the_backup_taken_before_the_upgrade() -> None
     decision = plan(root("0.27.1", "0.28.0", entry), None, observed, RELEASE)
     assert decision.error_reason == "DowngradeRefused"
     assert "Backup b (BeforeUpgrade, 2026-12-07T11:00:00Z, kcp 0.27.1)" in (decision.error or "")
-    assert "kcp-shard-operator restore root -n ns --backup b restores" in (decision.error or "")
+    error = decision.error or ""
+    assert "kcp-shard-operator restore --installation root -n ns --set-version restores" in error
+    assert "this shard alone: with spec.version at 0.27.1, kcp-shard-operator restore root" in error
     bare = plan(root("0.27.1", "0.28.0"), None, observed, RELEASE)
     assert bare.error_reason == "DowngradeRefused"
     assert "Backup" not in (bare.error or "")

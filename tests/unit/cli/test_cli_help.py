@@ -109,6 +109,8 @@ READS_AND_WRITES = {
     "restore": [
         "the Shard NAME and its status",
         "writes: the annotation kcpshard.dev/restore of the Shard",
+        "with --set-version also spec.version (and spec.image.tag, when set) of each Shard",
+        "never without the flag",
         "1 refused or failed",
     ],
     "backups": [

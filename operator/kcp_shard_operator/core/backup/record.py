@@ -239,6 +239,12 @@ def status_schema() -> JSON:
                         "after this backup (trigger BeforeUpgrade).",
                     },
                     "dataUID": text,
+                    "installation": {
+                        "type": "string",
+                        "description": "The installation the backup belongs to: its root "
+                        "shard's data UID when it was taken. A restore of a backup of "
+                        "another installation is refused.",
+                    },
                     "claim": text,
                     "path": text,
                     "size": number,

@@ -12,10 +12,12 @@ done. Each value of the annotation is answered once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
 
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.record import entries
+from kcp_shard_operator.core.kcp.versions import parse_or_none
 from kcp_shard_operator.core.status.conditions import Condition
 
 RESTORE_ANNOTATION = "kcpshard.dev/restore"
@@ -58,8 +60,25 @@ def backup_entry(status: JSON | None, name: str) -> JSON | None:
     return next((entry for entry in entries(status) if entry.get("name") == name), None)
 
 
-def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -> str | None:
-    """Why the shard may not be restored from backup ``name``, or None."""
+def installation_of(is_root: bool, status: JSON | None, root_status: JSON | None) -> str | None:
+    """What names the installation of a shard (``status``; ``root_status`` its root's, None when
+    not found): the root shard's recorded data UID (the UID of the root's own data, which a
+    restore of the root brings back); None while it is not known."""
+    uid = ((status if is_root else root_status) or {}).get("dataUID")
+    return str(uid) if uid else None
+
+
+def refusal(
+    status: JSON | None,
+    name: str,
+    spec_version: str,
+    on_claim: bool,
+    installation: str | None = None,
+    running: str | None = None,
+) -> str | None:
+    """Why the shard may not be restored from backup ``name``, or None. ``installation``:
+    what names the installation the shard belongs to now (:func:`installation_of`);
+    ``running``: the kcp the shard runs (``status.version``)."""
     entry = backup_entry(status, name)
     if entry is None:
         return (
@@ -68,7 +87,21 @@ def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -
         )
     if not on_claim:
         return "the shard does not keep its embedded etcd on its claim: nothing to restore into"
+    recorded = entry.get("installation")
+    if recorded and installation and recorded != installation:
+        return (
+            f"backup {name} is of another installation (its root shard's data UID was "
+            f"{recorded}, this installation's is {installation}): its workspaces are not the "
+            "ones this root lists; nothing done"
+        )
     version = str(entry.get("kcpVersion"))
+    taken, now = parse_or_none(version), parse_or_none(running)
+    if taken is not None and now is not None and taken > now:
+        return (
+            f"backup {name} was taken with kcp {version}, newer than the kcp {now} the shard "
+            "runs: a restore goes back, never forward (upgrade with spec.version instead); "
+            "nothing done"
+        )
     if version != spec_version:
         return (
             f"backup {name} was taken with kcp {version}, and the shard starts the version of "
@@ -76,6 +109,31 @@ def refusal(status: JSON | None, name: str, spec_version: str, on_claim: bool) -
             "annotation; nothing done"
         )
     return None
+
+
+def waits_for_root(root: str, root_status: JSON | None) -> str | None:
+    """Why a non-root shard whose data is restored does not start yet, or None: its root is
+    being restored too. The root records which shard holds each workspace, and a shard starts
+    reading from it: started first, it would serve beside a root still on other data."""
+    phase = in_progress(root_status)
+    if phase is None:
+        return None
+    return (
+        f"data restored; the shard starts once root shard {root} runs on its restored data "
+        f"(its restore: {phase.value})"
+    )
+
+
+def waits_for_shards(others: Mapping[str, JSON | None]) -> str | None:
+    """Why a root restored with its installation does not replace its data yet, or None: a
+    shard of the installation (``others``: name -> status) restored with it still runs, and
+    could still write to the root what the point restored does not hold."""
+    stopping = sorted(
+        name for name, status in others.items() if in_progress(status) is Phase.STOPPING
+    )
+    if not stopping:
+        return None
+    return f"stopped; the Job waits until {', '.join(stopping)}, restored with it, has stopped too"
 
 
 def started(name: str, entry: JSON, now: str) -> JSON:

@@ -71,10 +71,13 @@ def way_back(shard: Shard) -> str | None:
         version = parse_or_none(str(entry.get("kcpVersion", "")))
         if version is None or version.minor_release != wanted.minor_release:
             continue
+        root = shard.spec.root_shard_ref.name if shard.spec.root_shard_ref else shard.name
         return (
             f"Backup {entry.get('name')} ({entry.get('trigger')}, {entry.get('time')}, kcp "
-            f"{version}) is the way back: with spec.version at {version}, "
-            f"kcp-shard-operator restore {shard.name} -n {shard.namespace} --backup "
-            f"{entry.get('name')} restores the shard from it (annotation kcpshard.dev/restore)"
+            f"{version}) is the way back: kcp-shard-operator restore --installation {root} -n "
+            f"{shard.namespace} --set-version restores every shard of the installation from "
+            f"its backups of one point (spec.version set to {version}); this shard alone: with "
+            f"spec.version at {version}, kcp-shard-operator restore {shard.name} -n "
+            f"{shard.namespace} --backup {entry.get('name')}"
         )
     return None

@@ -1,0 +1,106 @@
+"""``kcp-shard-operator restore --installation``: the Shards of the installation, the writes it
+asks for (the restore and, only with --set-version, the version in the same write), and its
+refusals in one line before anything is written."""
+
+from __future__ import annotations
+
+import pytest
+
+from kcp_shard_operator.cli.restoreinstallation import (
+    chosen,
+    finished,
+    members_of,
+    patches,
+    progress,
+)
+from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.point import PointError
+from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
+
+
+def backup(shard: str, time: str) -> JSON:
+    return {
+        "name": f"{shard}-b",
+        "time": f"2026-12-07T{time}Z",
+        "trigger": "BeforeUpgrade",
+        "upgradeTo": "0.30",
+        "kcpVersion": "0.28.0",
+    }
+
+
+def shard(name: str, root: str | None, version: str = "0.30.0", tag: str | None = None) -> JSON:
+    spec: JSON = {"version": version}
+    if root:
+        spec["rootShardRef"] = {"name": root}
+    if tag:
+        spec["image"] = {"tag": tag}
+    return {
+        "metadata": {"name": name},
+        "spec": spec,
+        "status": {"version": version, "backups": [backup(name, "12:00:00")]},
+    }
+
+
+SHARDS = [
+    shard("shard-1", "root"),
+    shard("other-root", None),
+    shard("root", None, tag="v0.30.0"),
+    shard("elsewhere", "other-root"),
+]
+
+
+def test_the_installation_is_the_root_and_the_shards_naming_it_root_first() -> None:
+    assert [obj["metadata"]["name"] for obj in members_of(SHARDS, "root")] == ["root", "shard-1"]
+    with pytest.raises(PointError, match="no root Shard 'shard-1'"):
+        members_of(SHARDS, "shard-1")
+
+
+def test_versions_are_set_only_with_the_flag_and_in_the_same_write_as_the_restore() -> None:
+    point = chosen(SHARDS, "root", [])
+    with pytest.raises(PointError) as refused:
+        patches(point, SHARDS, set_version=False)
+    assert "root (0.30.0 -> 0.28.0), shard-1 (0.30.0 -> 0.28.0); pass --set-version" in str(
+        refused.value
+    )
+    asked = patches(point, SHARDS, set_version=True)
+    assert asked == {
+        "root": {
+            "metadata": {"annotations": {RESTORE_ANNOTATION: "root-b"}},
+            "spec": {"version": "0.28.0", "image": {"tag": "v0.28.0"}},
+        },
+        "shard-1": {
+            "metadata": {"annotations": {RESTORE_ANNOTATION: "shard-1-b"}},
+            "spec": {"version": "0.28.0"},
+        },
+    }
+
+
+def test_at_the_backups_version_only_the_restore_is_asked() -> None:
+    at = [shard("root", None, "0.28.0"), shard("shard-1", "root", "0.28.0")]
+    asked = patches(chosen(at, "root", []), at, set_version=False)
+    assert all(set(body) == {"metadata"} for body in asked.values())
+
+
+def test_finished_once_done_and_ready() -> None:
+    obj: JSON = {"status": {"restore": {"request": "b", "phase": "Done"}}}
+    assert finished(obj, "b") is None
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "True"}]
+    assert finished(obj, "b") is True
+    assert finished(obj, "other") is None
+    assert finished({"status": {"restore": {"request": "b", "phase": "Refused"}}}, "b") is False
+
+
+def test_a_backup_of_another_installation_is_refused_before_anything_is_written() -> None:
+    foreign = [shard("root", None), shard("shard-1", "root")]
+    foreign[0]["status"]["dataUID"] = "uid-of-this-root"
+    foreign[1]["status"]["backups"][0]["installation"] = "uid-of-another-root"
+    with pytest.raises(PointError, match="shard-1: backup shard-1-b is of another installation"):
+        patches(chosen(foreign, "root", []), foreign, set_version=True)
+
+
+def test_progress_is_printed_once_the_operator_has_taken_the_restore_up() -> None:
+    obj: JSON = {"status": {"restore": {"request": "old", "phase": "Done", "message": "m"}}}
+    assert progress(obj, "b") is None
+    obj["status"]["restore"] = {"request": "b", "phase": "Stopping", "message": "stopping"}
+    obj["status"]["conditions"] = [{"type": "Ready", "status": "False"}]
+    assert progress(obj, "b") == ("Stopping: stopping", "False")
