@@ -263,6 +263,12 @@ class Effects:
     def later(self, seconds: float, work: Callable[[], None]) -> None:
         self.delayed.append((seconds, work))
 
+    def run_delayed(self, seconds: float) -> None:
+        """Run the one piece of work the operator asked to run ``seconds`` later."""
+        assert [delay for delay, _ in self.delayed] == [seconds]
+        _, work = self.delayed.pop()
+        work()
+
 
 def context(kube: FakeKube, effects: Effects | None = None, *, cleanup: bool = True) -> Context:
     """A Context over ``kube`` whose store holds every object, as the watches' listings fill it."""

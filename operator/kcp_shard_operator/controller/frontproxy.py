@@ -138,7 +138,7 @@ def _route(
 def _read_through(ctx: Context, proxy: FrontProxy, again: Callable[[], None]) -> None:
     """The background work: read through the front-proxy with its admin kubeconfig; a
     changed answer calls ``again`` (a pass over the FrontProxy). Right after a rollout, an
-    unreachable Service is asked again soon instead (:func:`settling`)."""
+    unreachable Service is asked again soon instead (:func:`settling`), in a pass of its own."""
     key = f"{proxy.namespace}/{proxy.name}"
     secret = admin_kubeconfig_secret(proxy)
     try:
@@ -159,6 +159,7 @@ def _read_through(ctx: Context, proxy: FrontProxy, again: Callable[[], None]) ->
     since = now - (last.rolled_out_at if last.rolled_out_at is not None else now)
     if settling(route, since):
         ctx.routes[key] = replace(last, next_at=now + SETTLE_RETRY_SECONDS)
+        ctx.later(SETTLE_RETRY_SECONDS, again)
         return
     ctx.routes[key] = replace(last, route=route, next_at=now + PROBE_INTERVAL_SECONDS)
     if last.route != route:

@@ -211,18 +211,11 @@ def test_right_after_a_rollout_an_unreachable_shard_is_asked_again_soon_not_repo
         assert status(kube, "root")["phase"] == "Verifying"
         assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
         effects.now += SETTLE_RETRY_SECONDS
-        ask_again(effects)
+        effects.run_delayed(SETTLE_RETRY_SECONDS)
     assert len(effects.probed) == 4
     assert condition(kube, "root", "DataVerified") == ("True", "Verified")
     assert condition(kube, "root", "Ready") == ("True", "RolledOut")
     assert warnings(effects, "root") == []
-
-
-def ask_again(effects: Effects) -> None:
-    """The pass the operator asked for SETTLE_RETRY_SECONDS after an answer it doubted."""
-    assert [seconds for seconds, _ in effects.delayed] == [SETTLE_RETRY_SECONDS]
-    _, work = effects.delayed.pop()
-    work()
 
 
 def test_one_miss_of_a_shard_that_answered_is_asked_again_not_reported() -> None:
@@ -238,7 +231,7 @@ def test_one_miss_of_a_shard_that_answered_is_asked_again_not_reported() -> None
     assert condition(kube, "root", "Ready") == ("True", "RolledOut")
     assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
     effects.now += SETTLE_RETRY_SECONDS
-    ask_again(effects)
+    effects.run_delayed(SETTLE_RETRY_SECONDS)
     assert condition(kube, "root", "DataVerified") == ("True", "Verified")
     assert warnings(effects, "root") == []
 
@@ -246,7 +239,7 @@ def test_one_miss_of_a_shard_that_answered_is_asked_again_not_reported() -> None
     later(ctx, effects, "root")
     assert condition(kube, "root", "Degraded") == ("False", "AsExpected")
     effects.now += SETTLE_RETRY_SECONDS
-    ask_again(effects)
+    effects.run_delayed(SETTLE_RETRY_SECONDS)
     assert condition(kube, "root", "Ready") == ("False", "ShardUnreachable")
     assert warnings(effects, "root") == ["ShardUnreachable"]
     assert effects.delayed == [], "an outage reported is asked on the backoff, not again soon"

@@ -732,11 +732,11 @@ def test_right_after_its_rollout_an_unreachable_front_proxy_is_asked_again_not_r
     for _ in range(2):
         assert reason(proxy_status(kube), "Degraded") == ("False", "AsExpected")
         effects.now += SETTLE_RETRY_SECONDS
-        pass_over(ctx)
-    assert len(effects.routed) == 3, "asked again every few seconds"
+        effects.run_delayed(SETTLE_RETRY_SECONDS)
+    assert len(effects.routed) == 3, "asked again every few seconds, each in a pass of its own"
     effects.route_answer = Route(True, "Routed", "1 shard(s) listed")
     effects.now += SETTLE_RETRY_SECONDS
-    pass_over(ctx)
+    effects.run_delayed(SETTLE_RETRY_SECONDS)
     assert reason(proxy_status(kube), "Ready") == ("True", "RolledOut")
     assert [e.type for _, e in effects.events if e.type == "Warning"] == []
 
