@@ -356,6 +356,7 @@ def test_cluster_wide_is_an_opt_in() -> None:
         ("persistentvolumeclaims", ["get", "list", "watch", "create", "patch"]),
         ("storageclasses", ["list"]),
         ("pods", ["list", "watch"]),
+        ("jobs", ["get", "list", "watch", "create", "patch"]),
         ("secrets", SECRET_VERBS),
         ("events", ["create"]),
     ],

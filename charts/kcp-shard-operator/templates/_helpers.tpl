@@ -138,10 +138,11 @@ or one Role per watched namespace.
   resources: ["pods/exec"]
   verbs: ["create", "get"]
 # Restores (annotation kcpshard.dev/restore): the Job that restores a shard's etcd from a
-# backup, applied (server-side) and read; gone with its Shard (owner reference).
+# backup, applied (server-side), read and watched (its end brings the next pass); gone with
+# its Shard (owner reference).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["get", "create", "patch"]
+  verbs: ["get", "list", "watch", "create", "patch"]
 # Secrets: read what the Shards mount; create and update (PUT) the certificates and
 # kubeconfigs the operator issues (spec.pki). Never patch or delete: a user's Secret is
 # never written, and issued ones go with their Shard (owner reference).

@@ -60,6 +60,7 @@ CHILDREN = (
     Watched("policy/v1", "PodDisruptionBudget", MANAGED),
     Watched("v1", "ConfigMap", MANAGED),
     Watched("networking.k8s.io/v1", "NetworkPolicy", MANAGED),
+    Watched("batch/v1", "Job", MANAGED),
 )
 """What the operator writes for them (and, below, their pods and the Secrets they mount)."""
 PODS = Watched("v1", "Pod", MANAGED)

@@ -12,6 +12,7 @@ from tests.conftest import NO_PKI, non_root_object, shard_object
 from tests.fake_kube import SECRETS, Effects, FakeKube, context, respec, run, settle, watched
 from tests.unit.backup.test_pass_backup import BACKUP, CLAIM
 from tests.unit.controller.test_pass import condition, status
+from tests.watch import Watches
 
 ENTRY: JSON = {
     "name": "root-20261207T110700Z",
@@ -267,3 +268,13 @@ def test_a_backup_of_another_installation_is_refused_and_nothing_is_touched() ->
     )
     assert deployment(kube) == before
     assert not [key for key in kube.objects if key[0] == "Job"]
+
+
+def test_the_end_of_the_restore_job_brings_the_pass_that_starts_the_shard() -> None:
+    """Jobs are watched: the shard starts when its Job ends, not at the next resync."""
+    ctx, kube, _ = upgraded()
+    respec(ctx, kube, "root", version="0.27.1")
+    job = up_to_the_job(ctx, kube)
+    assert status(kube, "root")["restore"]["phase"] == "Restoring"
+    Watches(ctx, kube).deliver("MODIFIED", kube.put({**job, "status": {"succeeded": 1}}))
+    assert status(kube, "root")["restore"]["phase"] == "Starting"
