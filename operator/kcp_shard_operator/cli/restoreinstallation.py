@@ -68,7 +68,8 @@ def patches(point: Point, shards: list[JSON], set_version: bool) -> dict[str, JS
         status = next(obj.get("status") for obj in shards if obj["metadata"]["name"] == name)
         belongs = installation_of(name == point.root, status, root_status)
         running = (status or {}).get("version")
-        why = refusal(status, str(entry["name"]), version, True, belongs, running)
+        external = bool((specs[name].get("etcd") or {}).get("endpoints"))
+        why = refusal(status, str(entry["name"]), version, True, belongs, running, external)
         if why is not None:
             raise PointError(f"{name}: {why}")
         body: JSON = {"metadata": {"annotations": {RESTORE_ANNOTATION: entry["name"]}}}

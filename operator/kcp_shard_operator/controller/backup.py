@@ -31,7 +31,7 @@ from kcp_shard_operator.core.backup.record import (
     wanted,
 )
 from kcp_shard_operator.core.backup.snapshot import AnswerError, Failure
-from kcp_shard_operator.core.shard.backup import CONTAINER, ETCD_DIRECTORY, backup_container_ready
+from kcp_shard_operator.core.shard.backup import CONTAINER, backup_container_ready, etcd_of
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import Condition
 from kcp_shard_operator.core.status.events import Event
@@ -186,8 +186,12 @@ def take(
     ) -> Outcome:
         return Outcome(request, format_time(ctx.wall_clock()), entry, failure, removed or [])
 
+    etcd = etcd_of(shard)
     try:
-        database = snapshot.database_size(run(snapshot.endpoint_status(ETCD_DIRECTORY), "etcdctl"))
+        endpoint = _endpoint(ctx, shard, pod, etcd)
+        database = snapshot.database_size(
+            run(snapshot.endpoint_status(etcd, endpoint), "etcdctl endpoint status")
+        )
         room = snapshot.room_for(
             database, snapshot.available_bytes(run(snapshot.free_space(), "df")), claim
         )
@@ -196,7 +200,7 @@ def take(
         run(snapshot.make_directory(shard.name), "mkdir")
         clock = time.monotonic()
         saved = ctx.kube.run_in_container(
-            shard.namespace, pod, CONTAINER, snapshot.save(ETCD_DIRECTORY, path)
+            shard.namespace, pod, CONTAINER, snapshot.save(etcd, endpoint, path)
         )
         if saved.code != 0:
             run(snapshot.remove([f"{path}.part"]), "rm")
@@ -233,6 +237,8 @@ def take(
         "keys": facts.keys,
         "durationSeconds": round(seconds, 3),
     }
+    if etcd.external:
+        entry["endpoint"] = endpoint
     if data_uid:
         entry["dataUID"] = data_uid
     if installation:
@@ -247,8 +253,31 @@ def take(
         # The backup is verified and listed; only the claim's own record of it is missing.
         logger.warning("backup %s of %s: %s", name, shard.name, err.failure.message)
     removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
-    logger.info("backup %s of %s taken in %.1f s (%d bytes)", name, shard.name, seconds, size)
+    logger.info(
+        "backup %s of %s taken from %s in %.1f s (%d bytes)",
+        name, shard.name, endpoint, seconds, size,
+    )  # fmt: skip
     return finished(entry=entry, removed=removed)
+
+
+def _endpoint(ctx: Context, shard: Shard, pod: str, etcd: snapshot.Etcd) -> str:
+    """The endpoint the snapshot is taken from: the embedded etcd's, or the first healthy one
+    of an external etcd (``etcdctl snapshot save`` takes one)."""
+    if not etcd.external:
+        return etcd.endpoints[0]
+    try:
+        ran = ctx.kube.run_in_container(
+            shard.namespace, pod, CONTAINER, snapshot.endpoint_health(etcd)
+        )
+    except APIError as err:
+        raise StepError(
+            Failure(
+                snapshot.SNAPSHOT_FAILED,
+                f"etcdctl endpoint health in pod {pod}: {error_message(err)}",
+            )
+        ) from None
+    # etcdctl exits 1 when an endpoint is unhealthy, and lists every one all the same.
+    return snapshot.healthy_endpoint(ran.stdout or ran.stderr, etcd)
 
 
 def _retention(

@@ -62,6 +62,7 @@ def begin(
         storage is Storage.CLAIM,
         installation_of(shard.spec.is_root, status, None if root is None else root.status),
         (status or {}).get("version"),
+        external_etcd=not shard.spec.embedded_etcd,
     )
     if why is not None or shard.spec.backup is None:
         return Restore(None, refused(name, why or "spec.backup is not set", now))

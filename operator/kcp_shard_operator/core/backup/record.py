@@ -191,11 +191,12 @@ def condition_of(outcome: Outcome) -> Condition:
         return Condition(BACKED_UP, False, outcome.failure.reason, outcome.failure.message)
     entry = outcome.entry or {}
     removed = f"; retention removed {', '.join(outcome.removed)}" if outcome.removed else ""
+    source = f" from {entry['endpoint']}" if entry.get("endpoint") else ""
     return Condition(
         BACKED_UP,
         True,
         SUCCEEDED,
-        f"backup {entry.get('name')} ({outcome.request.trigger.value}) verified: "
+        f"backup {entry.get('name')} ({outcome.request.trigger.value}){source} verified: "
         f"{entry.get('keys')} keys at revision {entry.get('revision')}, {entry.get('size')} "
         f"bytes on PersistentVolumeClaim {entry.get('claim')}{removed}",
     )
@@ -244,6 +245,11 @@ def status_schema() -> JSON:
                         "description": "The installation the backup belongs to: its root "
                         "shard's data UID when it was taken. A restore of a backup of "
                         "another installation is refused.",
+                    },
+                    "endpoint": {
+                        "type": "string",
+                        "description": "The endpoint of the external etcd (spec.etcd."
+                        "endpoints) the snapshot was taken from: the first healthy one.",
                     },
                     "claim": text,
                     "path": text,

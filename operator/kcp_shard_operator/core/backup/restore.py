@@ -23,6 +23,8 @@ from kcp_shard_operator.core.status.conditions import Condition
 RESTORE_ANNOTATION = "kcpshard.dev/restore"
 """Set to the name of a backup in ``status.backups`` to restore the shard from it."""
 RESTORED = "Restored"
+EXTERNAL_ETCD_RESTORE = "docs/backups.md#an-external-etcd"
+"""Where the restore of an external etcd by hand is shown."""
 
 
 class Phase(StrEnum):
@@ -75,10 +77,18 @@ def refusal(
     on_claim: bool,
     installation: str | None = None,
     running: str | None = None,
+    external_etcd: bool = False,
 ) -> str | None:
     """Why the shard may not be restored from backup ``name``, or None. ``installation``:
     what names the installation the shard belongs to now (:func:`installation_of`);
-    ``running``: the kcp the shard runs (``status.version``)."""
+    ``running``: the kcp the shard runs (``status.version``); ``external_etcd``: the shard
+    runs on spec.etcd.endpoints, an etcd the operator does not run and cannot restore."""
+    if external_etcd:
+        return (
+            f"the shard runs on an external etcd (spec.etcd.endpoints), which the operator "
+            f"does not run: restore backup {name} by hand with etcdutl on that etcd's members "
+            f"({EXTERNAL_ETCD_RESTORE}); nothing done"
+        )
     entry = backup_entry(status, name)
     if entry is None:
         return (

@@ -2,10 +2,13 @@
 
 The sidecar shares the kcp pod's network namespace, where kcp's embedded etcd listens
 (https://localhost:2379, client certificates kcp generated under ``<etcd dir>/secrets``), and
-mounts kcp's root directory read-only and the backup claim at :data:`BACKUP_MOUNT`. The steps:
-the etcd's size, the free space of the claim, ``etcdctl snapshot save`` (etcd streams a
-consistent snapshot from the running member, which keeps serving), ``etcdutl snapshot status``
-(bbolt opens the file and hashes every key: a truncated or corrupt file fails) and its sha256.
+mounts kcp's root directory read-only and the backup claim at :data:`BACKUP_MOUNT`; on an
+external etcd it mounts the client TLS Secret kcp uses instead, and reaches the endpoints kcp
+reaches. The steps: on an external etcd, one healthy endpoint picked (``etcdctl snapshot
+save`` takes one); the etcd's size, the free space of the claim, ``etcdctl snapshot save``
+(etcd streams a consistent snapshot from the running member, which keeps serving),
+``etcdutl snapshot status`` (bbolt opens the file and hashes every key: a truncated or corrupt
+file fails) and its sha256.
 """
 
 from __future__ import annotations
@@ -26,13 +29,15 @@ HEADROOM = 1.2
 """Free space asked for beyond the etcd's size: the snapshot is about the size of the database
 (its free pages included), and the claim must not fill up."""
 COMMAND_TIMEOUT = "600s"
+HEALTH_TIMEOUT = "10s"
+"""How long the health check waits for each endpoint of an external etcd: one that does not
+answer must not hold the backup for the snapshot's timeout."""
 
 VOLUME_FULL = "VolumeFull"
 VERIFICATION_FAILED = "VerificationFailed"
 SNAPSHOT_FAILED = "SnapshotFailed"
 TARGET_NOT_FOUND = "TargetNotFound"
 NOT_RUNNING = "ShardNotRunning"
-UNSUPPORTED = "ExternalEtcd"
 
 
 class AnswerError(ValueError):
@@ -49,22 +54,69 @@ class Facts:
     size: int
 
 
-def etcdctl(etcd_dir: str, *args: str) -> list[str]:
-    """etcdctl against the pod's embedded etcd, with the client certificate kcp uses."""
+@dataclass(frozen=True)
+class Etcd:
+    """The etcd a snapshot is taken of, as the sidecar reaches it: its client URLs and the
+    client TLS files (CA, certificate, key; None: plain HTTP)."""
+
+    endpoints: tuple[str, ...]
+    tls: tuple[str, str, str] | None
+    external: bool
+
+
+def embedded_etcd(etcd_dir: str) -> Etcd:
+    """kcp's embedded etcd in the pod, with the client certificate kcp generated for it."""
     secrets = f"{etcd_dir}/secrets"
-    return [
-        ETCDCTL,
-        f"--endpoints={EMBEDDED_ETCD_ENDPOINT}",
-        f"--cacert={secrets}/ca/cert.pem",
-        f"--cert={secrets}/client/cert.pem",
-        f"--key={secrets}/client/key.pem",
-        f"--command-timeout={COMMAND_TIMEOUT}",
-        *args,
-    ]
+    tls = (f"{secrets}/ca/cert.pem", f"{secrets}/client/cert.pem", f"{secrets}/client/key.pem")
+    return Etcd((EMBEDDED_ETCD_ENDPOINT,), tls, external=False)
 
 
-def endpoint_status(etcd_dir: str) -> list[str]:
-    return etcdctl(etcd_dir, "endpoint", "status", "--write-out=json")
+def external_etcd(endpoints: list[str], tls_dir: str | None) -> Etcd:
+    """An external etcd at ``endpoints``, with the TLS Secret kcp uses mounted at ``tls_dir``
+    (``ca.crt``, ``tls.crt``, ``tls.key``; None: no client TLS)."""
+    tls = None
+    if tls_dir is not None:
+        tls = (f"{tls_dir}/ca.crt", f"{tls_dir}/tls.crt", f"{tls_dir}/tls.key")
+    return Etcd(tuple(endpoints), tls, external=True)
+
+
+def etcdctl(etcd: Etcd, endpoints: str, *args: str, timeout: str = COMMAND_TIMEOUT) -> list[str]:
+    """etcdctl against ``endpoints`` (comma-separated) of ``etcd``, with its client TLS."""
+    command = [ETCDCTL, f"--endpoints={endpoints}"]
+    if etcd.tls is not None:
+        ca, cert, key = etcd.tls
+        command += [f"--cacert={ca}", f"--cert={cert}", f"--key={key}"]
+    return [*command, f"--command-timeout={timeout}", *args]
+
+
+def endpoint_health(etcd: Etcd) -> list[str]:
+    """The health of every endpoint (exits 1 when one is unhealthy, and answers all the same)."""
+    return etcdctl(
+        etcd, ",".join(etcd.endpoints), "endpoint", "health", "--write-out=json",
+        timeout=HEALTH_TIMEOUT,
+    )  # fmt: skip
+
+
+def healthy_endpoint(answer: str, etcd: Etcd) -> str:
+    """The first endpoint, in the order the spec names them, that ``etcdctl endpoint health
+    --write-out=json`` found healthy; AnswerError naming each one's error when none is."""
+    found = _json(answer, "endpoint health")
+    try:
+        health = {str(e["endpoint"]): (bool(e["health"]), str(e.get("error", ""))) for e in found}
+    except (LookupError, TypeError):
+        raise AnswerError(f"endpoint health: unexpected answer {answer.strip()[:200]!r}") from None
+    for endpoint in etcd.endpoints:
+        if health.get(endpoint, (False, ""))[0]:
+            return endpoint
+    errors = "; ".join(
+        f"{endpoint}: {health.get(endpoint, (False, 'no answer'))[1] or 'unhealthy'}"
+        for endpoint in etcd.endpoints
+    )
+    raise AnswerError(f"no healthy endpoint of spec.etcd.endpoints ({errors}): no snapshot taken")
+
+
+def endpoint_status(etcd: Etcd, endpoint: str) -> list[str]:
+    return etcdctl(etcd, endpoint, "endpoint", "status", "--write-out=json")
 
 
 def free_space() -> list[str]:
@@ -75,9 +127,10 @@ def make_directory(directory: str) -> list[str]:
     return [BUSYBOX, "mkdir", "-p", f"{BACKUP_MOUNT}/{directory}"]
 
 
-def save(etcd_dir: str, path: str) -> list[str]:
-    """``etcdctl snapshot save``: written to ``<path>.part`` and renamed when complete."""
-    return etcdctl(etcd_dir, "snapshot", "save", f"{BACKUP_MOUNT}/{path}")
+def save(etcd: Etcd, endpoint: str, path: str) -> list[str]:
+    """``etcdctl snapshot save`` from ``endpoint`` (it takes one): written to ``<path>.part``
+    and renamed when complete."""
+    return etcdctl(etcd, endpoint, "snapshot", "save", f"{BACKUP_MOUNT}/{path}")
 
 
 def status(path: str) -> list[str]:

@@ -40,7 +40,9 @@ class RetentionSpec:
 
 @dataclass(frozen=True)
 class BackupSpec:
-    """Snapshots of the shard's embedded etcd, verified, into a PersistentVolumeClaim.
+    """Snapshots of the shard's etcd, verified, into a PersistentVolumeClaim: the embedded one,
+    or the external etcd of spec.etcd through one healthy endpoint (the whole etcd, whatever
+    key prefixes share it; the operator restores only an embedded etcd).
 
     Setting this block adds a sidecar to the shard's pod (one rollout, as any pod template
     change): the snapshot is taken through it from the running kcp, which a backup never

@@ -25,6 +25,9 @@ from kcp_shard_operator.core.shard.names import audit_policy_name, base_url
 from kcp_shard_operator.core.shard.spec import Shard, missing_root_kubeconfig
 
 ROOT_DIRECTORY = "/var/lib/kcp"
+ETCD_TLS_VOLUME = "etcd-tls"
+ETCD_TLS_DIRECTORY = "/etc/kcp/etcd"
+"""Where the pod mounts the client TLS Secret of an external etcd (spec.etcd.tlsSecretRef)."""
 STANDALONE_FLAG = "--run-virtual-workspaces=false"
 EXTERNAL_HOSTNAME_FLAG = "--external-hostname"
 """On a shard whose virtual workspaces a standalone server runs."""
@@ -117,7 +120,7 @@ def kcp_flags(
         if spec.etcd.prefix:
             args.append(f"--etcd-prefix={spec.etcd.prefix}")
         if spec.etcd.tls_secret_ref:
-            etcd_dir = pod.secret_dir("etcd-tls", spec.etcd.tls_secret_ref, "/etc/kcp/etcd")
+            etcd_dir = pod.secret_dir(ETCD_TLS_VOLUME, spec.etcd.tls_secret_ref, ETCD_TLS_DIRECTORY)
             args += [
                 f"--etcd-cafile={etcd_dir}/ca.crt",
                 f"--etcd-certfile={etcd_dir}/tls.crt",

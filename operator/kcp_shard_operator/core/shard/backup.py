@@ -11,9 +11,15 @@ pod Pending and the shard down; without it the pod stays as it is and ``BackedUp
 from __future__ import annotations
 
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup.snapshot import BACKUP_MOUNT, BUSYBOX
+from kcp_shard_operator.core.backup.snapshot import (
+    BACKUP_MOUNT,
+    BUSYBOX,
+    Etcd,
+    embedded_etcd,
+    external_etcd,
+)
 from kcp_shard_operator.core.kcp.podtemplate import container_security_context
-from kcp_shard_operator.core.shard.args import ROOT_DIRECTORY
+from kcp_shard_operator.core.shard.args import ETCD_TLS_DIRECTORY, ETCD_TLS_VOLUME, ROOT_DIRECTORY
 from kcp_shard_operator.core.shard.health import DATA_LOST, Failure, Health
 from kcp_shard_operator.core.shard.spec import Shard
 
@@ -27,10 +33,31 @@ lengthens a restart of the shard."""
 RESOURCES = {"requests": {"cpu": "10m", "memory": "32Mi"}}
 
 
+def etcd_of(shard: Shard) -> Etcd:
+    """The etcd a snapshot of ``shard`` is taken of, as its sidecar reaches it: kcp's embedded
+    etcd on localhost, or the external etcd's endpoints with the TLS Secret kcp uses, mounted
+    where kcp's container mounts it."""
+    etcd = shard.spec.etcd
+    if shard.spec.embedded_etcd:
+        return embedded_etcd(ETCD_DIRECTORY)
+    return external_etcd(etcd.endpoints, ETCD_TLS_DIRECTORY if etcd.tls_secret_ref else None)
+
+
+def sidecar_mounts(shard: Shard, data_volume: str) -> list[JSON]:
+    """What the sidecar mounts: kcp's root directory read-only (the embedded etcd's client
+    certificates), or the external etcd's client TLS Secret read-only, and the backup claim."""
+    claim = {"name": VOLUME, "mountPath": BACKUP_MOUNT}
+    if shard.spec.embedded_etcd:
+        return [{"name": data_volume, "mountPath": ROOT_DIRECTORY, "readOnly": True}, claim]
+    if shard.spec.etcd.tls_secret_ref is None:
+        return [claim]
+    return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIRECTORY, "readOnly": True}, claim]
+
+
 def with_backup_sidecar(pod_spec: JSON, shard: Shard, data_volume: str) -> None:
     """Add the sidecar and the backup claim's volume to ``pod_spec`` when ``spec.backup`` is
-    set: kcp's root directory read-only, the claim at BACKUP_MOUNT, in kcp's network namespace
-    (its etcd listens on localhost)."""
+    set (:func:`sidecar_mounts`), in kcp's network namespace (its embedded etcd listens on
+    localhost)."""
     backup = shard.spec.backup
     if backup is None:
         return
@@ -41,10 +68,7 @@ def with_backup_sidecar(pod_spec: JSON, shard: Shard, data_volume: str) -> None:
             "command": [BUSYBOX, "sh", "-c", IDLE],
             "resources": RESOURCES,
             "securityContext": container_security_context(),
-            "volumeMounts": [
-                {"name": data_volume, "mountPath": ROOT_DIRECTORY, "readOnly": True},
-                {"name": VOLUME, "mountPath": BACKUP_MOUNT},
-            ],
+            "volumeMounts": sidecar_mounts(shard, data_volume),
         }
     )
     pod_spec["volumes"].append(

@@ -243,8 +243,9 @@ class ShardSpec(ServerSpec):
     )
     backup: BackupSpec | None = field(
         "backup",
-        "Backups of the shard's embedded etcd: verified snapshots into a "
-        "PersistentVolumeClaim, on a schedule and on demand (annotation kcpshard.dev/backup).",
+        "Backups of the shard's etcd (embedded, or the external one of spec.etcd, whole: "
+        "every key prefix in it): verified snapshots into a PersistentVolumeClaim, on a "
+        "schedule and on demand (annotation kcpshard.dev/backup).",
         default=None,
     )
     extra_args: list[str] = extra_args_field("kcp start")
@@ -338,12 +339,6 @@ SPEC_RULES = (
         message="spec.storage applies to embedded etcd only: with spec.etcd.endpoints kcp "
         "keeps its data in that etcd",
         holds=lambda spec: spec.embedded_etcd or spec.storage is None,
-    ),
-    Rule(
-        cel="!has(self.backup) || !has(self.etcd) || !has(self.etcd.endpoints) "
-        "|| size(self.etcd.endpoints) == 0",
-        message="spec.backup applies to embedded etcd only: back up an external etcd where it runs",
-        holds=lambda spec: spec.embedded_etcd or spec.backup is None,
     ),
     Rule(cel=TAGGED_BUILD_CEL, message=TAGGED_BUILD_MESSAGE, holds=tagged_build),
     Rule(
