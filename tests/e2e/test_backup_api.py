@@ -1,6 +1,6 @@
-"""spec.backup on a real API server: what the CRD refuses, the sidecar only once the named claim
-exists (TargetNotFound before, the running Deployment untouched), a bad schedule reported
-naming the field."""
+"""spec.backup on a real API server: what the CRD takes (an external etcd too) and refuses,
+the sidecar only once the named claim exists (TargetNotFound before, the running Deployment
+untouched), a bad schedule reported naming the field."""
 
 from __future__ import annotations
 
@@ -35,12 +35,14 @@ def backed_up(kubectl: Kubectl, ns: str, name: str) -> tuple[str, str]:
     return str(cond.get("status")), str(cond.get("reason"))
 
 
-def test_the_crd_refuses_backups_of_an_external_etcd_and_bad_retention(
+def test_the_crd_takes_backups_of_an_external_etcd_and_refuses_bad_retention(
     kubectl: Kubectl, namespace: str, crds: list[str]
 ) -> None:
     external = shard("ext", "0.34.0", etcd={"endpoints": ["https://etcd:2379"]}, backup=BACKUP)
-    with pytest.raises(KubectlError, match=r"spec\.backup applies to embedded etcd only"):
-        apply(kubectl, namespace, external)
+    apply(kubectl, namespace, external)
+    assert get(kubectl, namespace, "shard", "ext")["spec"]["backup"]["claimRef"] == {
+        "name": "kcp-backups"
+    }
     no_keep = shard("db", "0.34.0", backup={**BACKUP, "retention": {"keep": 0}})
     with pytest.raises(KubectlError, match=r"spec\.backup\.retention\.keep"):
         apply(kubectl, namespace, no_keep)

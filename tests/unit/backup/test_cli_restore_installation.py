@@ -98,6 +98,14 @@ def test_a_backup_of_another_installation_is_refused_before_anything_is_written(
         patches(chosen(foreign, "root", []), foreign, set_version=True)
 
 
+def test_a_shard_on_an_external_etcd_is_refused_before_anything_is_written() -> None:
+    on_etcd = shard("shard-1", "root")
+    on_etcd["spec"]["etcd"] = {"endpoints": ["https://etcd:2379"]}
+    installation = [shard("root", None), on_etcd]
+    with pytest.raises(PointError, match=r"^shard-1: the shard runs on an external etcd"):
+        patches(chosen(installation, "root", []), installation, set_version=True)
+
+
 def test_progress_is_printed_once_the_operator_has_taken_the_restore_up() -> None:
     obj: JSON = {"status": {"restore": {"request": "old", "phase": "Done", "message": "m"}}}
     assert progress(obj, "b") is None

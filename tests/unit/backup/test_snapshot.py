@@ -23,7 +23,8 @@ DF = (
 
 
 def test_the_commands_reach_the_embedded_etcd_with_kcps_client_certificate() -> None:
-    command = snapshot.save("/var/lib/kcp/etcd-server", "root/root-1.db")
+    etcd = snapshot.embedded_etcd("/var/lib/kcp/etcd-server")
+    command = snapshot.save(etcd, etcd.endpoints[0], "root/root-1.db")
     assert command[:5] == [
         "/etcdctl",
         "--endpoints=https://localhost:2379",
@@ -32,6 +33,70 @@ def test_the_commands_reach_the_embedded_etcd_with_kcps_client_certificate() -> 
         "--key=/var/lib/kcp/etcd-server/secrets/client/key.pem",
     ]
     assert command[-3:] == ["snapshot", "save", "/backups/root/root-1.db"]
+
+
+EXTERNAL = snapshot.external_etcd(
+    ["https://etcd-0.etcd:2379", "https://etcd-1.etcd:2379", "https://etcd-2.etcd:2379"],
+    "/etc/kcp/etcd",
+)
+# etcdctl 3.6.5 endpoint health --write-out=json, the first member down (it exits 1).
+HEALTH = (
+    '[{"endpoint":"https://etcd-1.etcd:2379","health":true,"took":"4.1ms"},'
+    '{"endpoint":"https://etcd-2.etcd:2379","health":true,"took":"5.3ms"},'
+    '{"endpoint":"https://etcd-0.etcd:2379","health":false,"took":"10.0s",'
+    '"error":"context deadline exceeded"}]'
+)
+
+
+def test_an_external_etcd_is_reached_with_the_tls_secret_kcp_mounts() -> None:
+    command = snapshot.save(EXTERNAL, "https://etcd-1.etcd:2379", "root/root-1.db")
+    assert command == [
+        "/etcdctl",
+        "--endpoints=https://etcd-1.etcd:2379",
+        "--cacert=/etc/kcp/etcd/ca.crt",
+        "--cert=/etc/kcp/etcd/tls.crt",
+        "--key=/etc/kcp/etcd/tls.key",
+        "--command-timeout=600s",
+        "snapshot",
+        "save",
+        "/backups/root/root-1.db",
+    ]
+    plain = snapshot.external_etcd(["http://etcd:2379"], None)
+    assert snapshot.endpoint_status(plain, "http://etcd:2379") == [
+        "/etcdctl",
+        "--endpoints=http://etcd:2379",
+        "--command-timeout=600s",
+        "endpoint",
+        "status",
+        "--write-out=json",
+    ]
+
+
+def test_the_health_check_asks_every_endpoint_and_waits_briefly() -> None:
+    command = snapshot.endpoint_health(EXTERNAL)
+    assert command[1] == f"--endpoints={','.join(EXTERNAL.endpoints)}"
+    assert "--command-timeout=10s" in command
+    assert command[-3:] == ["endpoint", "health", "--write-out=json"]
+
+
+def test_the_snapshot_is_taken_from_the_first_healthy_endpoint_in_the_specs_order() -> None:
+    assert snapshot.healthy_endpoint(HEALTH, EXTERNAL) == "https://etcd-1.etcd:2379"
+
+
+def test_no_healthy_endpoint_names_each_ones_error() -> None:
+    down = (
+        '[{"endpoint":"https://etcd-0.etcd:2379","health":false,"error":"connection refused"},'
+        '{"endpoint":"https://etcd-1.etcd:2379","health":false,"error":"deadline exceeded"}]'
+    )
+    with pytest.raises(AnswerError) as raised:
+        snapshot.healthy_endpoint(down, EXTERNAL)
+    assert str(raised.value) == (
+        "no healthy endpoint of spec.etcd.endpoints (https://etcd-0.etcd:2379: connection "
+        "refused; https://etcd-1.etcd:2379: deadline exceeded; https://etcd-2.etcd:2379: no "
+        "answer): no snapshot taken"
+    )
+    with pytest.raises(AnswerError, match="endpoint health: not JSON"):
+        snapshot.healthy_endpoint("Error: open /etc/kcp/etcd/ca.crt: permission denied", EXTERNAL)
 
 
 def test_answers_are_read() -> None:
