@@ -92,8 +92,8 @@ def delete_namespace(cluster: Cluster, name: str) -> None:
 
 
 OPERATED_KINDS = "kubeconfigs,frontproxies,virtualworkspaceservers,shards,cacheservers"
-"""The kinds the operator puts its finalizer on, for ``kubectl delete``: a namespace holding one
-of them cannot finish deleting once no operator runs."""
+"""The kinds the operator runs, for ``kubectl delete``: a namespace holding a Kubeconfig or a
+VirtualWorkspaceServer (which carry its finalizer) cannot finish deleting once no operator runs."""
 
 
 def delete_operated(cluster: Cluster, namespace: str, timeout: float = 60) -> None:

@@ -14,9 +14,9 @@ from .process import LoggedProcess, free_port, http_ok, on_free_ports
 from .wait import WaitTimeoutError, wait_for
 
 RESYNC_WINDOW = RESYNC_SECONDS + 10
-"""Seconds an absence check watches the operator: its timer passes each Shard again at most
-RESYNC_SECONDS after the previous pass ended, so at least one resync pass of every Shard falls
-in the window (10 s for the pass itself on a busy machine)."""
+"""Seconds an absence check watches the operator: its periodic loop requests a pass over each
+Shard once every RESYNC_SECONDS, so at least one resync pass of every Shard falls in the window
+(10 s for the pass itself on a busy machine)."""
 CHILD_RESOURCES = tuple(plural for _, _, plural in CHILD_KINDS)
 """The API resources of the objects the operator makes for a Shard."""
 

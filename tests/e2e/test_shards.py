@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from testkit.kube import KubectlError, condition
+from testkit.kube import FINALIZER, KubectlError, condition
 from testkit.metrics import api_request_totals, writes_between
 from testkit.operator_process import CHILD_RESOURCES, RESYNC_WINDOW, OperatorProcess
 from testkit.wait import wait_for
@@ -207,6 +207,28 @@ def test_deleting_a_shard_collects_its_children(
         return left.strip() == ""
 
     wait_for(gone, 90, "garbage collection of root's children")
+
+
+def test_shards_carry_no_finalizer_and_an_older_operators_is_taken_off(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    """The resync is the operator's own loop, not a kopf timer per object: kopf puts no
+    finalizer on a Shard, takes off the one an older operator put, and the Shard is deleted
+    at once."""
+    older = shard("root", "0.34.0")
+    older["metadata"]["finalizers"] = [FINALIZER]
+    apply(kubectl, namespace, older, non_root("shard-1", "0.34.0"))
+    wait_ready(kubectl, namespace, "root", "0.34.0")
+    wait_ready(kubectl, namespace, "shard-1", "0.34.0")
+
+    def finalizers() -> dict[str, list[str]]:
+        items = json.loads(kubectl("get", "-n", namespace, "shards", "-o", "json"))["items"]
+        return {i["metadata"]["name"]: i["metadata"].get("finalizers") or [] for i in items}
+
+    wait_for(
+        lambda: finalizers() == {"root": [], "shard-1": []}, 60, "no finalizer on either Shard"
+    )
+    kubectl("delete", "-n", namespace, "shard", "shard-1", "--wait=true", "--timeout=30s")
 
 
 @pytest.mark.parametrize(

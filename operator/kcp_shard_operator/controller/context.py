@@ -17,6 +17,8 @@ from typing import Any, Protocol, cast
 import kopf
 
 from kcp_shard_operator.controller.metrics import Metrics
+from kcp_shard_operator.controller.peering import Pause
+from kcp_shard_operator.controller.periodic import Periodic, idle
 from kcp_shard_operator.controller.schedule import Runner
 from kcp_shard_operator.controller.store import Store
 from kcp_shard_operator.controller.watched import Relists
@@ -160,6 +162,10 @@ class Context:
     """Where passes run, one at a time per object, coalesced (:mod:`schedule`)."""
     background: Runner = field(default_factory=lambda: Runner("background"))
     """Where the kcp probes and the identity-cache cleanup run, outside the passes."""
+    periodic: Periodic = field(default_factory=idle)
+    """What requests a pass over every object once per period (:mod:`periodic`)."""
+    pause: Pause = field(default_factory=Pause)
+    """Whether kopf's peering has paused this replica (:mod:`peering`)."""
     vanished: Callable[[str, list[JSON]], None] = _nothing
     """What to do about objects of a kind a listing found gone (their owners' passes)."""
     mounts: dict[str, Mounts] = field(default_factory=dict)

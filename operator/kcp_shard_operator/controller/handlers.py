@@ -3,10 +3,13 @@
 The handlers return at once: the passes run on the context's pass runner, coalesced per
 object (:mod:`schedule`), and the kcp probes and the identity-cache cleanup on its background
 runner. What a listing finds gone (:mod:`resync`) gets the reaction a DELETED event gets.
+Every object gets a pass once per RESYNC_SECONDS besides (:mod:`periodic`). kopf puts its
+finalizer only on the kinds with a deletion handler (Kubeconfig, VirtualWorkspaceServer).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Mapping
 from typing import Any, cast
@@ -46,6 +49,8 @@ from kcp_shard_operator.controller.fanout import (
 )
 from kcp_shard_operator.controller.frontproxy import reconcile_front_proxy
 from kcp_shard_operator.controller.kubeconfig import reconcile_kubeconfig, release
+from kcp_shard_operator.controller.peering import follow, unfollow
+from kcp_shard_operator.controller.periodic import Periodic, Work
 from kcp_shard_operator.controller.reads import front_proxies
 from kcp_shard_operator.controller.schedule import pool
 from kcp_shard_operator.controller.shard import reconcile
@@ -102,9 +107,9 @@ def _remember(ctx: Context, kind: str, type: str | None, body: JSON) -> None:
 
 
 def _finalized(meta: Mapping[str, Any]) -> bool:
-    """Whether kopf has put its finalizer on the object (or it is being deleted). Before it
-    has, a status write would race with kopf's patch; the finalizer's own MODIFIED event brings
-    the object back."""
+    """Whether kopf has put its finalizer on an object of a kind with a deletion handler (or it
+    is being deleted). Before it has, a status write would race with kopf's patch; the
+    finalizer's own MODIFIED event brings the object back."""
     return FINALIZER in (meta.get("finalizers") or []) or bool(meta.get("deletionTimestamp"))
 
 
@@ -115,8 +120,8 @@ def _where(body: JSON) -> tuple[str | None, str, JSON]:
 
 def on_shard(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     _remember(ctx, SHARD_KIND, type, body)
-    namespace, name, meta = _where(body)
-    if type == "DELETED" or namespace is None or not _finalized(meta):
+    namespace, name, _ = _where(body)
+    if type == "DELETED" or namespace is None:
         return
     spec = body.get("spec") or {}
     reconcile_with_dependents(ctx, namespace, name, spec, logger)
@@ -129,12 +134,10 @@ def on_shard(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None
 def on_cache_server(ctx: Context, type: str | None, body: JSON, logger: Logger) -> None:
     """A pass over the CacheServer, then over each Shard naming it (which waits for it)."""
     _remember(ctx, CACHE_SERVER_KIND, type, body)
-    namespace, name, meta = _where(body)
+    namespace, name, _ = _where(body)
     if namespace is None:
         return
     if type != "DELETED":
-        if not _finalized(meta):
-            return
         reconcile_cache_server(ctx, namespace, name, logger)
     for shard in shards_using_cache_server(ctx, namespace, name):
         reconcile(ctx, namespace, shard, logger)
@@ -144,12 +147,10 @@ def on_front_proxy(ctx: Context, type: str | None, body: JSON, logger: Logger) -
     """A pass over the FrontProxy, then over the Shards of its installation: they trust it,
     advertise its URL and reach LogicalClusters through it (also once it is deleted)."""
     _remember(ctx, FRONT_PROXY_KIND, type, body)
-    namespace, name, meta = _where(body)
+    namespace, name, _ = _where(body)
     if namespace is None:
         return
     if type != "DELETED":
-        if not _finalized(meta):
-            return
         reconcile_front_proxy(ctx, namespace, name, logger)
     root = ((body.get("spec") or {}).get("rootShardRef") or {}).get("name")
     if root:
@@ -292,6 +293,7 @@ def watching(kind: str | None, react: React) -> Callable[..., None]:
 
     def on_event(*, type: str | None, body: kopf.Body, memo: Any, logger: Logger, **_: Any) -> None:
         ctx = _context(memo)
+        ctx.periodic.start()
         seen = kind or str(body.get("kind", ""))
         if type is None:
             resync.listed(ctx, seen)
@@ -304,22 +306,49 @@ def watching(kind: str | None, react: React) -> Callable[..., None]:
 
 Pass = Callable[[Context, str, str, Logger], None]
 
+PERIODIC: dict[str, tuple[str, Pass]] = {
+    SHARD_KIND: (SHARD_API_VERSION, reconcile),
+    CACHE_SERVER_KIND: (CACHE_SERVER_API_VERSION, reconcile_cache_server),
+    FRONT_PROXY_KIND: (FRONT_PROXY_API_VERSION, reconcile_front_proxy),
+    VIRTUAL_WORKSPACES_KIND: (VIRTUAL_WORKSPACES_API_VERSION, reconcile_virtual_workspaces),
+    KUBECONFIG_KIND: (KUBECONFIG_API_VERSION, reconcile_kubeconfig),
+}
+"""The kinds that get a pass every RESYNC_SECONDS, with their apiVersion and pass."""
+FINALIZED_KINDS = frozenset({VIRTUAL_WORKSPACES_KIND, KUBECONFIG_KIND})
+"""The kinds with a deletion handler, on which kopf puts its finalizer: no pass before it."""
 
-def _timer(run: Pass) -> Callable[..., None]:
-    """The timer handler of a kind: one pass every RESYNC_SECONDS, whatever happened; and a
-    listing of what the store still doubts."""
 
-    def on_timer(*, namespace: str | None, name: str, memo: Any, logger: Logger, **_: Any) -> None:
-        ctx = _context(memo)
-        resync.resync(ctx)
-        if namespace is not None:
-            run(ctx, namespace, name, logger)
-
-    return on_timer
+def due(ctx: Context, settings: kopf.OperatorSettings) -> list[Work]:
+    """A period's work: a listing of what the store still doubts, then a pass over each
+    object of the PERIODIC kinds the store holds (of FINALIZED_KINDS, once kopf's finalizer
+    is on)."""
+    work: list[Work] = [functools.partial(resync.resync, ctx)]
+    for kind, (api_version, run) in PERIODIC.items():
+        for namespace in sorted(ctx.store.namespaces([kind])):
+            if kind in FINALIZED_KINDS:
+                names = sorted(
+                    str(body["metadata"]["name"])
+                    for body in ctx.store.select(
+                        kind, namespace, lambda body: _finalized(body.get("metadata") or {})
+                    )
+                )
+            else:
+                names = sorted(ctx.store.versions(kind, namespace))
+            for name in names:
+                ref = {
+                    "apiVersion": api_version,
+                    "kind": kind,
+                    "metadata": {"namespace": namespace, "name": name},
+                }
+                logger = kopf.LocalObjectLogger(body=cast(kopf.Body, ref), settings=settings)
+                work.append(functools.partial(run, ctx, namespace, name, logger))
+    return work
 
 
 def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     ctx = _context(memo)
+    follow(ctx.pause)
+    ctx.periodic = Periodic(RESYNC_SECONDS, lambda: due(ctx, settings), ctx.pause.paused)
     settings.peering.lifetime = ctx.settings.peering_lifetime
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=API_GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(
@@ -337,38 +366,25 @@ def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
 
 
 def stop(memo: Any, **_: Any) -> None:
-    """Start no more passes, probes or cleanups."""
+    """Start no more periodic passes, passes, probes or cleanups."""
     ctx = _context(memo)
+    ctx.periodic.stop()
+    unfollow(ctx.pause)
     ctx.passes.shutdown()
     ctx.background.shutdown()
 
 
 def register(registry: kopf.OperatorRegistry) -> None:
     """Attach the handlers to ``registry``."""
-    for plural, kind, run, handler_id in (
-        (SHARD_PLURAL, SHARD_KIND, reconcile, "on_shard_timer"),
-        (CACHE_SERVER_PLURAL, CACHE_SERVER_KIND, reconcile_cache_server, "on_cache_server_timer"),
-        (FRONT_PROXY_PLURAL, FRONT_PROXY_KIND, reconcile_front_proxy, "on_front_proxy_timer"),
-        (
-            VIRTUAL_WORKSPACES_PLURAL,
-            VIRTUAL_WORKSPACES_KIND,
-            reconcile_virtual_workspaces,
-            "on_virtual_workspaces_timer",
-        ),
-        (KUBECONFIG_PLURAL, KUBECONFIG_KIND, reconcile_kubeconfig, "on_kubeconfig_timer"),
+    for plural, kind in (
+        (SHARD_PLURAL, SHARD_KIND),
+        (CACHE_SERVER_PLURAL, CACHE_SERVER_KIND),
+        (FRONT_PROXY_PLURAL, FRONT_PROXY_KIND),
+        (VIRTUAL_WORKSPACES_PLURAL, VIRTUAL_WORKSPACES_KIND),
+        (KUBECONFIG_PLURAL, KUBECONFIG_KIND),
     ):
         events = kopf.on.event(API_GROUP, API_VERSION, plural, registry=registry)
         events(watching(kind, REACTIONS[kind]))
-        timer = kopf.timer(
-            API_GROUP,
-            API_VERSION,
-            plural,
-            id=handler_id,
-            interval=RESYNC_SECONDS,
-            initial_delay=RESYNC_SECONDS,
-            registry=registry,
-        )
-        timer(_timer(run))
     for watched in (*CHILDREN, PODS, SECRETS):
         labels = dict(watched.labels) or None
         watch = kopf.on.event(watched.api_version, watched.plural, labels=labels, registry=registry)

@@ -17,7 +17,7 @@ from kcp_shard_operator.core.shard.health import SHARD_UNREACHABLE, Failure, Pro
 from tests.conftest import non_root_object, shard_object
 from tests.fake_kube import LOGGER, SECRETS, Effects, FakeKube, context, rolled_out, secret, settle
 from tests.unit.controller.test_pass import condition, conditions
-from tests.watch import Watches, finalized
+from tests.watch import Watches
 
 ADMIN: dict[str, Any] = {"adminKubeconfigSecretRef": {"name": "admin"}}
 ADMIN_SECRET = secret("admin", kubeconfig="a3ViZWNvbmZpZw==")
@@ -102,7 +102,7 @@ def test_the_dependents_of_a_root_get_passes_of_their_own() -> None:
 
 
 def test_what_the_context_keeps_about_a_deleted_shard_is_freed() -> None:
-    kube = FakeKube(finalized(shard_object(**ADMIN)), ADMIN_SECRET)
+    kube = FakeKube(shard_object(**ADMIN), ADMIN_SECRET)
     effects = Effects(answers=lambda target: Probe(failure=Failure(SHARD_UNREACHABLE, "refused")))
     watches = Watches(context(kube, effects), kube)
     watches.listing()
@@ -121,7 +121,7 @@ def test_what_the_context_keeps_about_a_deleted_shard_is_freed() -> None:
 
 
 def test_a_burst_of_events_for_one_shard_runs_one_pass() -> None:
-    kube = FakeKube(finalized(shard_object(**ADMIN)), ADMIN_SECRET)
+    kube = FakeKube(shard_object(**ADMIN), ADMIN_SECRET)
     ctx = context(kube)
     passes = Deferred()
     ctx.passes = Runner("pass", passes)

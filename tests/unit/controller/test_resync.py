@@ -17,7 +17,7 @@ from testkit.wait import wait_for
 from tests.conftest import NO_PKI, shard_object
 from tests.fake_kube import Effects, FakeKube, context
 from tests.unit.controller.test_pass import condition, status
-from tests.watch import Watches, finalized
+from tests.watch import Watches
 
 DEPLOYMENT = ("Deployment", "ns", "root-kcp")
 SERVICE = ("Service", "ns", "root-kcp")
@@ -25,7 +25,7 @@ SERVICE = ("Service", "ns", "root-kcp")
 
 def ready_root() -> tuple[FakeKube, Effects, Watches]:
     """A root Shard the operator made Ready, every change delivered by its watches."""
-    kube = FakeKube(finalized(shard_object(**NO_PKI)))
+    kube = FakeKube(shard_object(**NO_PKI))
     effects = Effects()
     watches = Watches(context(kube, effects), kube)
     watches.listing()
