@@ -116,6 +116,21 @@ def reaction_latencies(
     return latencies
 
 
+def status_write_gaps(requests: Iterable[Request], user: str, resource: str) -> list[float]:
+    """Seconds from each of ``user``'s status writes of a ``resource`` object to its next one
+    (how close the states written on the way follow each other)."""
+    times: dict[str, list[float]] = {}
+    for req in requests:
+        status = req.resource == resource and req.subresource == "status"
+        if req.user == user and status and req.verb in WRITE_VERBS:
+            times.setdefault(req.name, []).append(req.completed)
+    return [
+        later - earlier
+        for stamps in times.values()
+        for earlier, later in zip(sorted(stamps), sorted(stamps)[1:], strict=False)
+    ]
+
+
 def percentile(values: list[float], pct: float) -> float:
     """The ``pct`` percentile (nearest rank), 0.0 for no values."""
     if not values:

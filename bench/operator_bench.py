@@ -36,7 +36,16 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from audit import AUDIT_POLICY, Counts, Request, count, parse, percentile, reaction_latencies
+from audit import (
+    AUDIT_POLICY,
+    Counts,
+    Request,
+    count,
+    parse,
+    percentile,
+    reaction_latencies,
+    status_write_gaps,
+)
 
 from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
 from kcp_shard_operator.core.kcp.versions import DEFAULT_DEPRECATING_RELEASE
@@ -238,6 +247,7 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         cpu_to_ready = cpu_seconds(pid) - cpu_start
         to_ready = count(audit.between(start, ready), OPERATOR)
         issued = pki_writes(audit.between(start, ready))
+        gaps = status_write_gaps(audit.between(start, ready), OPERATOR, "shards")
         reasons = event_reasons(driver, "shards")
 
         at_ready = scrape(operator.metrics)
@@ -291,6 +301,12 @@ def measure(n: int, admin: Cluster, audit: AuditLog, work: Path) -> dict[str, An
         "to_ready_per_shard": per_shard(to_ready, n),
         "to_ready_writes_by_target": to_ready.by_target,
         "to_ready_events_by_reason": reasons,
+        "to_ready_status_write_gaps": {
+            "p50_s": round(percentile(gaps, 50), 2),
+            "within_2_s": sum(gap < 2 for gap in gaps),
+            "within_5_s": sum(gap < 5 for gap in gaps),
+            "all": len(gaps),
+        },
         "pki_secrets_written": len(issued),
         "pki_writes_per_shard": round(len(issued) / n, 2),
         "pki_seconds_to_last_secret": round(

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import yaml
 
-from testkit.kube import FINALIZER, KubectlError, condition
+from kcp_shard_operator.controller.handlers import FINALIZER
+from testkit.kube import KubectlError, condition
 from testkit.metrics import api_request_totals, writes_between
 from testkit.operator_process import CHILD_RESOURCES, RESYNC_WINDOW, OperatorProcess
 from testkit.wait import wait_for
