@@ -65,7 +65,7 @@ def test_children_deleted_during_a_watch_gap_are_made_again_when_the_watches_lis
 
 
 def test_a_resync_pass_after_the_gap_reads_what_the_store_doubts() -> None:
-    """The timer's pass may come between the first listing event and the last: it reads the
+    """The periodic pass may come between the first listing event and the last: it reads the
     API server instead of the store, and says RollingOut, not Ready."""
     kube, effects, watches = ready_root()
     del kube.objects[DEPLOYMENT]
