@@ -8,7 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kcp_shard_operator.controller.context import Context, Logger
+from kcp_shard_operator.controller.reads import pods
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup import manifest
+from kcp_shard_operator.core.backup.manifest import IMPORTED_FROM
+from kcp_shard_operator.core.backup.record import entries
 from kcp_shard_operator.core.backup.restore import (
     Phase,
     backup_entry,
@@ -24,6 +28,8 @@ from kcp_shard_operator.core.backup.restore import (
     waits_for_root,
     waits_for_shards,
 )
+from kcp_shard_operator.core.backup.snapshot import BACKUP_MOUNT
+from kcp_shard_operator.core.shard.backup import CONTAINER, backup_container_ready
 from kcp_shard_operator.core.shard.claim import Storage
 from kcp_shard_operator.core.shard.restore import restore_job, restore_job_name
 from kcp_shard_operator.core.shard.spec import Shard
@@ -36,17 +42,26 @@ from kcp_shard_operator.kube.client import APIError, error_message
 @dataclass(frozen=True)
 class Restore:
     """Where a restore stands in this pass: the phase the planner follows (None: none goes
-    on) and ``status.restore`` as it is to be written (None: leave it as it is)."""
+    on), ``status.restore`` as it is to be written (None: leave it as it is) and the entry
+    imported from its manifest into ``status.backups`` (None: none)."""
 
     phase: Phase | None
     record: JSON | None
+    imported: JSON | None = None
 
 
 def begin(
-    obj: JSON, shard: Shard, storage: Storage, now: str, root: Shard | None = None
+    ctx: Context,
+    obj: JSON,
+    shard: Shard,
+    storage: Storage,
+    now: str,
+    logger: Logger,
+    root: Shard | None = None,
 ) -> Restore:
     """A restore going on (the phase the status records), one the annotation asks for now
-    (recorded, nothing stopped yet), or none; ``root`` the root shard of a non-root one."""
+    (recorded, nothing stopped yet), or none; ``root`` the root shard of a non-root one. A
+    backup the status does not list is looked up on the backup claim (:func:`_import`)."""
     status = shard.status
     phase = in_progress(status)
     if phase is not None:
@@ -55,12 +70,28 @@ def begin(
     name = requested(annotations, status)
     if name is None:
         return Restore(None, None)
+    imported = None
+    restorable = storage is Storage.CLAIM and shard.spec.embedded_etcd
+    unlisted = backup_entry(status, name) is None and manifest.named(name)
+    if unlisted and shard.spec.backup is not None and restorable:
+        looked_up = _import(ctx, shard, name, logger)
+        if looked_up is None:
+            return Restore(None, None)
+        if isinstance(looked_up, str):
+            return Restore(None, refused(name, looked_up, now))
+        imported = looked_up
+        status = {**(status or {}), "backups": [imported, *entries(status)]}
+    installation = installation_of(
+        shard.spec.is_root, status, None if root is None else root.status
+    )
     why = refusal(
         status,
         name,
         shard.spec.version,
         storage is Storage.CLAIM,
-        installation_of(shard.spec.is_root, status, None if root is None else root.status),
+        # A root seeded from a backup it did not take becomes that backup's installation;
+        # a non-root shard's imported backup must be of its root's installation.
+        None if imported is not None and shard.spec.is_root else installation,
         (status or {}).get("version"),
         external_etcd=not shard.spec.embedded_etcd,
     )
@@ -71,7 +102,45 @@ def begin(
     # Recorded first, stopped from the next pass on: a restore whose record the status does
     # not keep (a CRD older than the operator prunes it) stops nothing, rather than running
     # again on every pass.
-    return Restore(None, started(name, entry, now))
+    record = started(name, entry, now)
+    if imported is not None:
+        origin = imported[IMPORTED_FROM]
+        record["message"] = (
+            f"backup {name} imported from its manifest on PersistentVolumeClaim "
+            f"{imported['claim']} (taken of Shard {origin['namespace']}/{origin['name']}); "
+            f"{record['message']}"
+        )
+    return Restore(None, record, imported)
+
+
+def _import(ctx: Context, shard: Shard, name: str, logger: Logger) -> JSON | str | None:
+    """The entry of backup ``name`` read from its manifest on the backup claim through a
+    running backup sidecar of the shard; why it cannot be used (the refusal's message); None
+    while no sidecar runs to read it (the next pass looks again)."""
+    backup = shard.spec.backup
+    assert backup is not None
+    claim = backup.claim_ref.name
+    command = manifest.read(name)
+    where = f"{command[-1].removeprefix(BACKUP_MOUNT + '/')} on PersistentVolumeClaim {claim}"
+    ready = sorted(
+        str(pod["metadata"]["name"]) for pod in pods(ctx, shard) if backup_container_ready(pod)
+    )
+    if not ready:
+        return None
+    try:
+        ran = ctx.kube.run_in_container(shard.namespace, ready[0], CONTAINER, command)
+    except APIError as err:
+        logger.warning("%s: reading manifest %s: %s", shard.name, where, error_message(err))
+        return None
+    if ran.code != 0:
+        return (
+            f"backup {name!r} is not in status.backups and its manifest {where} could not be "
+            f"read ({(ran.stderr or ran.stdout).strip()[-200:]}): nothing done"
+        )
+    try:
+        return manifest.parse(ran.stdout, name, claim)
+    except manifest.ManifestError as err:
+        return f"the manifest {where} of backup {name!r} cannot be used: {err}; nothing done"
 
 
 @dataclass(frozen=True)
@@ -189,8 +258,11 @@ def conditions(shard: Shard, restore: Restore) -> list[Condition]:
 
 
 def recorded(status: JSON, shard: Shard, restore: Restore) -> JSON:
-    """``status`` with ``status.restore`` kept or updated; the backup's data UID once its data
-    is back (the probe then finds that UID again)."""
+    """``status`` (its backups already carried over) with ``status.restore`` kept or updated,
+    the backup imported for it listed; the backup's data UID once its data is back (the probe
+    then finds that UID again)."""
+    if restore.imported is not None:
+        status["backups"] = [restore.imported, *entries(status)]
     record = restore.record if restore.record is not None else current(shard.status)
     if not record:
         return status

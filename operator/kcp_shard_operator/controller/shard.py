@@ -185,7 +185,13 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     classes = _storage_classes(ctx, observed["PersistentVolumeClaim"])
     cache = cache_server_of(ctx, shard)
     restore = begin(
-        obj, shard, storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])), now(), root
+        ctx,
+        obj,
+        shard,
+        storage_of(shard.spec, runs_on_empty_dir(observed["Deployment"])),
+        now(),
+        logger,
+        root,
     )
     upgrade_to = minor_upgrade_target(shard if root is None else root)
     members = installation(ctx, namespace, shard.name) if shard.spec.is_root else []
@@ -255,8 +261,8 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     if cleaned is not None:
         extra = [*seen.extra_conditions, cleaned]
         status = shard_status(shard, replace(seen, extra_conditions=extra), now())
-    status = with_restore(status, shard, restore)
     status, recorded = with_outcome(ctx, shard, status)
+    status = with_restore(status, shard, restore)
     write_status(ctx, obj, status, deployment_revision(deployment))
     written(ctx, shard, recorded)
     if restore.phase is None:

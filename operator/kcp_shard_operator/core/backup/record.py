@@ -87,8 +87,11 @@ def upgrade_backup(status: JSON | None, upgrade_to: str) -> JSON | None:
 def expired(backups: list[JSON], retention: RetentionSpec, now: datetime.datetime) -> list[JSON]:
     """The backups retention deletes: beyond the newest ``keep``, or older than
     ``maxAgeDays``; never the newest one. Backups taken before a minor upgrade do not count
-    against ``keep`` (they are the way back), only against ``maxAgeDays``."""
-    ordered = sorted(backups, key=lambda entry: str(entry.get("time", "")), reverse=True)
+    against ``keep`` (they are the way back), only against ``maxAgeDays``. Backups imported
+    from a manifest (``importedFrom``: of a Shard this one did not take them of) are never
+    deleted and do not count."""
+    own = [entry for entry in backups if not entry.get("importedFrom")]
+    ordered = sorted(own, key=lambda entry: str(entry.get("time", "")), reverse=True)
     gone = []
     counted = 0
     for entry in ordered[1:]:
@@ -259,6 +262,13 @@ def status_schema() -> JSON:
                     "revision": number,
                     "keys": number,
                     "durationSeconds": {"type": "number"},
+                    "importedFrom": {
+                        "type": "object",
+                        "description": "Set on a backup imported from its manifest on the "
+                        "backup claim for a restore into a new Shard: the Shard it was taken "
+                        "of. Retention never deletes it.",
+                        "properties": {"name": text, "namespace": text, "uid": text},
+                    },
                 },
             },
         },
