@@ -77,7 +77,8 @@ writes:
         "restore",
         help="restore a Shard, or a whole installation, in place from backups and wait for it",
         description="Ask the operator to restore the Shard's embedded etcd from one of its "
-        "verified backups (status.backups): it stops the shard, restores the backup into its "
+        "verified backups (status.backups; on a Shard made again, one whose manifest lies on "
+        "its backup claim): it stops the shard, restores the backup into its "
         "claim with a Job (the replaced data kept aside on the claim), and starts the kcp "
         "version the backup was taken with, which spec.version must name already. Everything "
         "the shard stored after the backup is replaced. With --installation ROOT: the root "

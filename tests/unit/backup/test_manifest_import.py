@@ -19,9 +19,9 @@ from kcp_shard_operator.core.backup.manifest import (
     read,
     shard_of,
 )
-from kcp_shard_operator.core.backup.record import expired
+from kcp_shard_operator.core.backup.record import Request, Trigger, expired, upgrade_backup, wanted
 from kcp_shard_operator.core.backup.spec import RetentionSpec
-from tests.unit.backup.test_record import NOW
+from tests.unit.backup.test_record import NOW, ON_DEMAND
 
 NAME = "root-20261207T110700Z"
 ENTRY: JSON = {
@@ -148,3 +148,13 @@ def test_retention_never_deletes_nor_counts_an_imported_backup() -> None:
     ]
     assert expired(backups, RetentionSpec(keep=2, max_age_days=7), NOW) == []
     assert [e["name"] for e in expired(backups, RetentionSpec(keep=1), NOW)] == ["mine"]
+
+
+def test_an_imported_backup_before_an_upgrade_is_not_the_one_the_next_upgrade_waits_for() -> None:
+    before = {**ENTRY, "trigger": "BeforeUpgrade", "upgradeTo": "0.28"}
+    imported = {**before, "importedFrom": ORIGIN}
+    assert upgrade_backup({"backups": [before]}, "0.28") == before
+    assert upgrade_backup({"backups": [imported]}, "0.28") is None
+    assert wanted(ON_DEMAND, {"backups": [imported]}, {}, NOW, "0.28") == Request(
+        Trigger.BEFORE_UPGRADE, upgrade_to="0.28"
+    )

@@ -77,8 +77,12 @@ def entries(status: JSON | None) -> list[JSON]:
 
 
 def upgrade_backup(status: JSON | None, upgrade_to: str) -> JSON | None:
-    """The backup taken before the move to kcp minor ``upgrade_to``, if any."""
+    """The backup taken before the move to kcp minor ``upgrade_to``, if any; not one imported
+    from a manifest (``importedFrom``), taken of data before the restore and not of the data
+    that moves now."""
     for entry in entries(status):
+        if entry.get("importedFrom"):
+            continue
         if entry.get("trigger") == Trigger.BEFORE_UPGRADE and entry.get("upgradeTo") == upgrade_to:
             return entry
     return None
