@@ -113,8 +113,8 @@ e2e-upgrade: install ## rolling and patch upgrade e2e on kind with real kcp pods
 	$(BIN)/pytest -v -s -m kind tests/kind/test_upgrade.py tests/kind/test_patch_upgrade.py tests/kind/test_installation_restore.py
 
 .PHONY: e2e-backup
-e2e-backup: install ## backups on kind: a verified snapshot of each running shard on demand, data checks, figures; a shard on an external etcd backed up through its endpoints and TLS; a root whose data was lost restored from its scheduled backup; a whole installation restored to its backups before an upgrade
-	$(BIN)/pytest -v -s -m kind tests/kind/test_backup.py tests/kind/test_external_etcd_backup.py tests/kind/test_restore_data_lost.py tests/kind/test_installation_restore.py
+e2e-backup: install ## backups on kind: a verified snapshot of each running shard on demand, data checks, figures; a shard on an external etcd backed up through its endpoints and TLS; a root whose data was lost restored from its scheduled backup; a root deleted with its data claim made again from the manifest of its backup; a whole installation restored to its backups before an upgrade
+	$(BIN)/pytest -v -s -m kind tests/kind/test_backup.py tests/kind/test_external_etcd_backup.py tests/kind/test_restore_data_lost.py tests/kind/test_restore_new_shard.py tests/kind/test_installation_restore.py
 
 .PHONY: e2e-patch-upgrade
 e2e-patch-upgrade: install ## patch upgrade and rollback on kind, /readyz never failing, data checks
