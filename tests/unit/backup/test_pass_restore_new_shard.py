@@ -14,7 +14,7 @@ from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.backup.manifest import manifest
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
 from kcp_shard_operator.core.shard.meta import selector_labels
-from kcp_shard_operator.kube.client import Ran
+from kcp_shard_operator.kube.client import Ran, UnreachableError
 from tests.conftest import NO_PKI, make, non_root_object, shard_object
 from tests.fake_kube import SECRETS, Effects, FakeKube, context, run, settle, watched
 from tests.unit.backup.test_pass_backup import BACKUP, CLAIM
@@ -211,3 +211,27 @@ def test_a_new_shard_is_refused_a_backup_of_another_installation_than_its_roots(
     assert "is of another installation (its root shard's data UID was uid-of-the-backup" in (
         refused_untouched(kube, "shard-1", before)
     )
+
+
+@dataclass
+class Unreachable(Claim):
+    """The claim behind an exec that gets no answer the first time."""
+
+    failures: int = 1
+
+    def __call__(self, namespace: str, pod: str, container: str, command: list[str]) -> Ran:
+        if self.failures:
+            self.failures -= 1
+            raise UnreachableError("https://api:6443", "connection reset")
+        return super().__call__(namespace, pod, container, command)
+
+
+def test_an_exec_without_an_answer_answers_nothing_and_the_next_pass_reads_again() -> None:
+    claim = Unreachable({MANIFEST_PATH: json.dumps(manifest(TAKEN, "root", "ns", "uid-old-root"))})
+    obj = shard_object(**NO_PKI, backup=BACKUP, version="0.27.1")
+    ctx, kube, _ = made_again(obj, claim)
+    assert "restore" not in status(kube, "root")
+    assert deployment(kube, "root")["spec"]["replicas"] == 1
+    run(ctx, "root")
+    assert status(kube, "root")["restore"]["phase"] == "Stopping"
+    assert status(kube, "root")["backups"][0]["importedFrom"]["uid"] == "uid-old-root"
