@@ -93,8 +93,11 @@ def annotate(ctx: Any, kube: FakeKube, value: str) -> None:
     watched(ctx, kube.put(obj))
 
 
-def running(sidecar: Sidecar, *objects: JSON) -> tuple[Any, FakeKube, Effects]:
-    kube = FakeKube(shard(), CLAIM, *objects)
+def running(
+    sidecar: Sidecar, *objects: JSON, root: JSON | None = None
+) -> tuple[Any, FakeKube, Effects]:
+    """``root`` (default: :func:`shard`) rolled out, its pod's sidecar answering as ``sidecar``."""
+    kube = FakeKube(root or shard(), CLAIM, *objects)
     effects = Effects()
     ctx = context(kube, effects)
     kube.containers = sidecar

@@ -10,8 +10,8 @@ from typing import Any
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.shard.health import Probe
 from tests.conftest import shard_object
-from tests.fake_kube import SECRETS, Effects, FakeKube, context, run, settle, watched
-from tests.unit.backup.test_pass_backup import BACKUP, CLAIM, NOW, Sidecar, annotate, pod
+from tests.fake_kube import SECRETS, Effects, FakeKube, run, watched
+from tests.unit.backup.test_pass_backup import BACKUP, Sidecar, annotate, running
 from tests.unit.controller.test_pass import condition, conditions, status
 from tests.unit.controller.test_pass_health import ADMIN_SECRETS, ROOT_ADMIN, later
 
@@ -33,13 +33,8 @@ def checked(sidecar: Sidecar) -> tuple[Any, FakeKube, Effects]:
     """root with spec.backup (keep: 2), its admin kubeconfig (kcp asked about it), verified on
     data UID data-root, one backup listed; its pod's sidecar running."""
     obj = shard_object(**ROOT_ADMIN, backup=BACKUP)
-    kube = FakeKube({**obj, "status": {"backups": [KEPT]}}, CLAIM, *SECRETS, *ADMIN_SECRETS)
-    effects = Effects()
-    ctx = context(kube, effects)
-    kube.containers = sidecar
-    ctx.wall_clock = lambda: NOW
-    settle(ctx, kube, "root")
-    watched(ctx, pod())
+    root = {**obj, "status": {"backups": [KEPT]}}
+    ctx, kube, effects = running(sidecar, *SECRETS, *ADMIN_SECRETS, root=root)
     assert condition(kube, "root", "DataVerified") == ("True", "Verified")
     return ctx, kube, effects
 
