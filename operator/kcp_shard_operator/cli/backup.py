@@ -19,6 +19,7 @@ from kcp_shard_operator.cli.options import add_cluster_options, cluster_credenti
 from kcp_shard_operator.cli.restoreinstallation import run_installation, write
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.manifest import IMPORTED_FROM
 from kcp_shard_operator.core.backup.record import BACKED_UP
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
 from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
@@ -30,7 +31,18 @@ from kcp_shard_operator.kube.kubeconfig import CredentialsError
 DEFAULT_NAMESPACE = "default"
 POLL_SECONDS = 2.0
 ENDED = ("Done", "Failed", "Refused")
-COLUMNS = ("SHARD", "NAME", "TIME", "TRIGGER", "KCP", "SIZE", "KEYS", "CLAIM", "PATH")
+COLUMNS = (
+    "SHARD",
+    "NAME",
+    "TIME",
+    "TRIGGER",
+    "KCP",
+    "SIZE",
+    "KEYS",
+    "CLAIM",
+    "PATH",
+    "IMPORTED-FROM",
+)
 
 
 def register(commands: Any) -> None:
@@ -151,23 +163,34 @@ def _shard(kube: Kube, namespace: str, name: str) -> JSON:
     return found
 
 
+def imported_from(entry: JSON) -> str:
+    """The Shard (``namespace/name``) an entry imported from its manifest was taken of, ``-``
+    for a backup the Shard took itself."""
+    origin = entry.get(IMPORTED_FROM)
+    if not isinstance(origin, dict):
+        return "-"
+    return f"{origin.get('namespace', '')}/{origin.get('name', '')}"
+
+
+def row(shard: str, entry: JSON) -> tuple[str, ...]:
+    """The line ``backups`` prints of the backup ``entry`` of Shard ``shard``."""
+    return (
+        shard,
+        *(
+            str(entry.get(key, ""))
+            for key in ("name", "time", "trigger", "kcpVersion", "size", "keys", "claim", "path")
+        ),
+        imported_from(entry),
+    )
+
+
 def rows(shards: list[JSON]) -> list[tuple[str, ...]]:
     """One row per backup of each Shard, as ``backups`` prints them."""
-    found = []
-    for obj in shards:
-        for entry in (obj.get("status") or {}).get("backups") or []:
-            found.append(
-                (
-                    str(obj["metadata"]["name"]),
-                    *(
-                        str(entry.get(key, ""))
-                        for key in ("name", "time", "trigger", "kcpVersion", "size", "keys")
-                    ),
-                    str(entry.get("claim", "")),
-                    str(entry.get("path", "")),
-                )
-            )
-    return found
+    return [
+        row(str(obj["metadata"]["name"]), entry)
+        for obj in shards
+        for entry in (obj.get("status") or {}).get("backups") or []
+    ]
 
 
 def table(found: list[tuple[str, ...]]) -> str:

@@ -33,6 +33,7 @@ def test_the_table_lists_each_shards_backups_newest_first() -> None:
         "KEYS",
         "CLAIM",
         "PATH",
+        "IMPORTED-FROM",
     ]
     assert lines[1].split() == [
         "root",
@@ -44,6 +45,22 @@ def test_the_table_lists_each_shards_backups_newest_first() -> None:
         "249",
         "kcp-backups",
         "root/root-20261207T120000Z.db",
+        "-",
     ]
     assert lines[2].split()[1] == "root-1"
     assert len(lines) == 3
+
+
+def test_a_backup_imported_from_its_manifest_names_the_shard_it_was_taken_of() -> None:
+    own = {"name": "root-2-20261207T130000Z", "path": "root-2/root-2-20261207T130000Z.db"}
+    imported = {
+        "name": "root-20261207T120000Z",
+        "path": "root/root-20261207T120000Z.db",
+        "importedFrom": {"name": "root", "namespace": "kcp", "uid": "uid-of-the-deleted-root"},
+    }
+    shards: list[JSON] = [{"metadata": {"name": "root-2"}, "status": {"backups": [own, imported]}}]
+    header, mine, theirs = table(rows(shards)).splitlines()
+    column = header.index("IMPORTED-FROM")
+    assert header.rstrip().endswith("IMPORTED-FROM")
+    assert mine[column:].strip() == "-"
+    assert theirs[column:].strip() == "kcp/root"
