@@ -31,7 +31,7 @@ import yaml
 from testkit.metrics import Totals, request_totals
 from testkit.process import LoggedProcess, free_port, on_free_ports
 from testkit.tools import build_tools, log, tools_env
-from testkit.wait import wait_for
+from testkit.wait import WaitTimeoutError, wait_for
 
 CONFIGMAP_PATH = (
     "/clusters/system:shard/api/v1/namespaces/default/configmaps/apiexport-identity-cache"
@@ -39,6 +39,14 @@ CONFIGMAP_PATH = (
 START_TIMEOUT = 240.0
 ROOT_LOGICALCLUSTER = "/clusters/root/apis/core.kcp.io/v1alpha1/logicalclusters/cluster"
 ROOT_EXPORTS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apiexports"
+ROOT_BINDINGS = "/clusters/root/apis/apis.kcp.io/v1alpha1/apibindings"
+ROOT_SHARDS = "/clusters/root/apis/core.kcp.io/v1alpha1/shards"
+CACHED = "/services/cache/shards/*/clusters/*/apis/apis.kcp.io/v1alpha1"
+"""The root's embedded cache server, every shard's and cluster's objects (``--cache-kubeconfig``
+of shard-1 points at it)."""
+CLUSTER_ANNOTATION = "kcp.io/cluster"
+SHARD_EXPORTS = ("shards.core.kcp.io", "tenancy.kcp.io", "topology.kcp.io")
+"""The root's APIExports a non-root shard resolves and binds before it starts."""
 
 
 @dataclass
@@ -197,6 +205,77 @@ class ShardedKcp:
             return self.wait_ready(shard)
 
         return on_free_ports(start, shard.start_over)
+
+    def missing_for_shards(self) -> list[str]:
+        """What shard-1, restarted now, would still lack from the root, empty once the root
+        serves it all.
+
+        Before it answers /readyz a non-root shard resolves the identities of the root's
+        APIExports in :data:`SHARD_EXPORTS`, binds the APIBindings of its ``system:shard`` to
+        those exports as the cache server holds them (APIExports and APIResourceSchemas the
+        root replicates into it), lists their resources across its logical clusters at those
+        identities, and creates or updates its Shard object in the root, where
+        ``shards.core.kcp.io`` must be served. A root started on an empty etcd answers
+        /readyz before all of that holds, with new identities and schemas: restarted then,
+        shard-1 was seen once never to answer /readyz, its wildcard lists of
+        ``shards.core.kcp.io`` and the other root APIs unserved for 240 s. The running
+        shard-1 itself is no sign: with new identities its bindings stay on the old ones
+        (seen for 240 s) until it restarts.
+        """
+        missing: list[str] = []
+        exports = self._items(self.root, ROOT_EXPORTS, missing)
+        bindings = self._items(self.root, ROOT_BINDINGS, missing)
+        cached_exports = self._items(self.root, f"{CACHED}/apiexports", missing, "root")
+        cached_schemas = self._items(self.root, f"{CACHED}/apiresourceschemas", missing, "root")
+        status, body = self.request(self.root, "GET", ROOT_SHARDS)
+        if status != 200:
+            missing.append(f"shards.core.kcp.io served in root ({status} {body.get('message')})")
+        for name in SHARD_EXPORTS:
+            export = exports.get(name) or {}
+            identity = (export.get("status") or {}).get("identityHash")
+            if not identity:
+                missing.append(f"APIExport {name} in root with its identity")
+                continue
+            if ((bindings.get(name) or {}).get("status") or {}).get("phase") != "Bound":
+                missing.append(f"the root's APIBinding {name} bound")
+            cached = ((cached_exports.get(name) or {}).get("status") or {}).get("identityHash")
+            if cached != identity:
+                missing.append(f"APIExport {name} in the cache server with its identity")
+            names = (export.get("spec") or {}).get("latestResourceSchemas") or []
+            absent = [schema for schema in names if schema not in cached_schemas]
+            missing += [f"APIResourceSchema {schema} in the cache server" for schema in absent]
+        return missing
+
+    def _items(
+        self, shard: KcpProcess, path: str, missing: list[str], cluster: str | None = None
+    ) -> dict[str, Any]:
+        """The items listed at ``path`` (of the logical cluster ``cluster`` only, when given)
+        by name; on an error, what failed added to ``missing``."""
+        status, body = self.request(shard, "GET", path)
+        if status != 200:
+            missing.append(f"GET {path} on {shard.name}: {status} {body.get('message')}")
+            return {}
+        return {
+            item["metadata"]["name"]: item
+            for item in body.get("items") or []
+            if cluster is None
+            or (item["metadata"].get("annotations") or {}).get(CLUSTER_ANNOTATION) == cluster
+        }
+
+    def wait_root_serves_shards(self, timeout: float = START_TIMEOUT) -> float:
+        """Wait until :meth:`missing_for_shards` is empty; return the seconds it took."""
+        start = time.monotonic()
+        missing: list[str] = []
+
+        def served() -> bool:
+            missing[:] = self.missing_for_shards()
+            return not missing
+
+        try:
+            wait_for(served, timeout, "the root serving what shard-1 needs to start")
+        except WaitTimeoutError as err:
+            raise WaitTimeoutError(f"{err}; still missing: {'; '.join(missing)}") from None
+        return time.monotonic() - start
 
     def restart_shard(self, binary: Path) -> float:
         """Restart ``shard-1`` on its data with ``binary``; return the seconds until ready."""
