@@ -61,11 +61,13 @@ class FakeKube:
     an apply keeps the status and what the server set in metadata; a replace whose
     resourceVersion is not the stored one answers 409, one of a missing object 404.
     ``fail`` queues errors for the next calls of an operation on a kind; ``calls`` lists
-    (operation, kind, name) of every call; ``containers`` answers commands run in pods.
+    (operation, kind, name) of every call; ``containers`` answers commands run in pods,
+    ``logs`` holds the logs of containers by (pod, container).
     """
 
     def __init__(self, *objects: JSON) -> None:
         self.containers: Callable[[str, str, str, list[str]], Ran] | None = None
+        self.logs: dict[tuple[str, str], str] = {}
         self.objects: dict[Key, JSON] = {}
         self.calls: list[tuple[str, str, str]] = []
         self._errors: dict[tuple[str, str], list[Exception]] = {}
@@ -183,6 +185,12 @@ class FakeKube:
         if secret is None:
             return None
         return {key: base64.b64decode(value) for key, value in (secret.get("data") or {}).items()}
+
+    def pod_log(self, namespace: str, name: str, container: str) -> str | None:
+        self._call("log", "Pod", name)
+        if ("Pod", namespace, name) not in self.objects:
+            return None
+        return self.logs.get((name, container), "")
 
     def run_in_container(
         self, namespace: str, pod: str, container: str, command: Sequence[str]

@@ -15,14 +15,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from kcp_shard_operator.cli.backupclaim import list_claim
 from kcp_shard_operator.cli.options import add_cluster_options, cluster_credentials
 from kcp_shard_operator.cli.restoreinstallation import run_installation, write
 from kcp_shard_operator.constants import SHARD_API_VERSION, SHARD_KIND
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup.listing import LISTING_NAME
 from kcp_shard_operator.core.backup.manifest import IMPORTED_FROM
 from kcp_shard_operator.core.backup.record import BACKED_UP
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
-from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION
+from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION, DEFAULT_BACKUP_IMAGE
 from kcp_shard_operator.core.status.conditions import condition
 from kcp_shard_operator.kube import credentials
 from kcp_shard_operator.kube.client import APIError, Kube, error_message
@@ -73,14 +75,44 @@ exit codes:
 
     listing = commands.add_parser(
         "backups",
-        help="list the verified backups of the Shards",
-        description="List the verified backups the Shards' statuses record, newest first.",
-        epilog=f"""reads:
-  the cluster ({credentials.SOURCES}): the Shard NAME, or every Shard of the namespace
+        help="list the verified backups of the Shards, or those on a backup claim",
+        description="List the verified backups the Shards' statuses record, newest first. "
+        "With --claim: the backups whose manifests lie on that backup claim, without a Shard "
+        "(a claim left from a deleted Shard), read by a short-lived pod that mounts it "
+        "read-only.",
+        epilog=f"""examples:
+  kcp-shard-operator backups -n NS
+  kcp-shard-operator backups --claim kcp-backups -n NS
+reads:
+  the cluster ({credentials.SOURCES}): the Shard NAME, or every Shard of the namespace;
+  with --claim, the PersistentVolumeClaim and the log of the pod it runs
 writes:
-  the table on stdout; nothing in the cluster""",
+  the table on stdout; a manifest that cannot be used: a warning on stderr
+  naming the file and the field; nothing in the cluster without --claim
+  with --claim, a pod {LISTING_NAME}-<random> on the backup image
+  (non-root, read-only root filesystem, the claim mounted read-only),
+  deleted once its log is read, also on failure or Ctrl-C
+exit codes:
+  0  listed (a claim without manifests: one line on stderr)
+  1  no such Shard or claim, or the pod failed or did not end in --timeout""",
     )
     listing.add_argument("shard", metavar="NAME", nargs="?", help="name of a Shard (default: all)")
+    listing.add_argument(
+        "--claim",
+        metavar="CLAIM",
+        help="list the backups on this PersistentVolumeClaim from their manifests instead",
+    )
+    listing.add_argument(
+        "--image",
+        default=DEFAULT_BACKUP_IMAGE,
+        help=f"with --claim: the image of the pod (default: {DEFAULT_BACKUP_IMAGE})",
+    )
+    listing.add_argument(
+        "--timeout",
+        type=float,
+        default=300.0,
+        help="with --claim: seconds to wait for the pod (default: 300)",
+    )
     _namespace(listing)
     add_cluster_options(listing)
     listing.set_defaults(handler=run_backups)
@@ -204,7 +236,11 @@ def table(found: list[tuple[str, ...]]) -> str:
 
 
 def run_backups(args: argparse.Namespace) -> int:
+    if args.claim and args.shard:
+        raise SystemExit("error: name a Shard or --claim, not both")
     kube, namespace = _connect(args)
+    if args.claim:
+        return _claim_backups(kube, namespace, args.claim, args.image, args.timeout)
     try:
         if args.shard:
             shards = [_shard(kube, namespace, args.shard)]
@@ -213,6 +249,23 @@ def run_backups(args: argparse.Namespace) -> int:
     except APIError as err:
         raise SystemExit(f"error: {error_message(err)}") from None
     sys.stdout.write(table(rows(shards)))
+    return 0
+
+
+def _claim_backups(kube: Kube, namespace: str, claim: str, image: str, timeout: float) -> int:
+    try:
+        listing = list_claim(kube, namespace, claim, image, timeout)
+    except APIError as err:
+        raise SystemExit(f"error: {error_message(err)}") from None
+    for unusable in listing.unusable:
+        sys.stderr.write(f"warning: manifest {unusable}\n")
+    if not listing.backups:
+        if not listing.unusable:
+            sys.stderr.write(
+                f"no backup manifests on PersistentVolumeClaim {claim} in {namespace}\n"
+            )
+        return 0
+    sys.stdout.write(table([row(found.shard, found.entry) for found in listing.backups]))
     return 0
 
 

@@ -282,6 +282,8 @@ class Ran:
     stderr: str
 
 
+LOG_MAX_BYTES = 16 * 1024 * 1024
+"""The most of a pod's log read at once."""
 EXEC_TIMEOUT = 900.0
 """Seconds a command run in a container may take (a snapshot of a large etcd)."""
 
@@ -448,6 +450,20 @@ class Kube:
         if code is None:
             return Ran(-1, out, err + f"\nno exit status within {timeout:.0f} s")
         return Ran(int(code), out, err)
+
+    def pod_log(
+        self, namespace: str, name: str, container: str, max_bytes: int = LOG_MAX_BYTES
+    ) -> str | None:
+        """The log of a container of a pod, at most ``max_bytes`` of it; None when the pod does
+        not exist."""
+        path = path_of("v1", "Pod", namespace, name) + "/log"
+        query = urlencode({"container": container, "limitBytes": str(max_bytes)})
+        answer = self._http.request("GET", f"{self._http.server}{path}?{query}")
+        if answer.status == 404:
+            return None
+        if answer.status >= 300:
+            raise _refusal(answer)
+        return answer.data.decode(errors="replace")
 
     def secret_value(self, namespace: str, name: str, key: str) -> bytes | None:
         return (self.secret_data(namespace, name) or {}).get(key)

@@ -115,7 +115,12 @@ READS_AND_WRITES = {
     ],
     "backups": [
         "the Shard NAME, or every Shard of the namespace",
-        "writes: the table on stdout; nothing in the cluster",
+        "with --claim, the PersistentVolumeClaim and the log of the pod it runs",
+        "writes: the table on stdout; a manifest that cannot be used",
+        "nothing in the cluster without --claim",
+        "with --claim, a pod kcp-backup-listing-<random> on the backup image",
+        "deleted once its log is read, also on failure or Ctrl-C",
+        "1 no such Shard or claim, or the pod failed or did not end in --timeout",
     ],
 }
 

@@ -337,6 +337,21 @@ def test_a_list_is_read_page_by_page(serve: Callable[..., Server], tmp_path: Pat
     ]
 
 
+def test_a_pods_log_is_read_as_text_bounded(serve: Callable[..., Server], tmp_path: Path) -> None:
+    def log(seen: Seen) -> Reply:
+        if "/pods/gone/" in seen.path:
+            return 404, {}, {"kind": "Status", "message": 'pods "gone" not found'}
+        return 200, {"Content-Type": "text/plain"}, {"printed": "as it is"}
+
+    server = serve(log, tls=False)
+    kube = kube_for(tmp_path, server.url, {"token": TOKEN})
+    assert kube.pod_log("ns", "lister", "list", max_bytes=1024) == '{"printed": "as it is"}'
+    assert kube.pod_log("ns", "gone", "list") is None
+    assert server.requests[0].path == (
+        "/api/v1/namespaces/ns/pods/lister/log?container=list&limitBytes=1024"
+    )
+
+
 def exec_plugin(tmp_path: Path, then: str) -> dict[str, Any]:
     """A user whose exec plugin counts its runs in ``runs``: it gives ``tok-1`` first, then
     does ``then`` (Python lines, with ``count`` set)."""
