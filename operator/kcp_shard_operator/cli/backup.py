@@ -140,6 +140,8 @@ writes:
   the annotation {RESTORE_ANNOTATION} of the Shard (the backup's name); with --set-version
   also spec.version (and spec.image.tag, when set) of each Shard whose version is not its
   backup's, in the same write, never without the flag
+  stdout: each phase of the restore as the operator records it, with its
+  message and the seconds since the request
 exit codes:
   0  restored: kcp runs on the backup's data (with --installation: every Shard Ready)
   1  refused or failed (the condition Restored's message), or no end in --timeout""",
@@ -332,22 +334,45 @@ def run_restore(args: argparse.Namespace) -> int:
             args.shard,
             args.timeout,
             lambda r: r.get("request") == backup and r.get("phase") in ENDED,
+            phases(args.shard, backup, write),
         )
     except APIError as err:
         raise SystemExit(f"error: {error_message(err)}") from None
     if ended.get("phase") != "Done":
         raise SystemExit(f"error: restore {ended.get('phase')}: {ended.get('message')}")
-    sys.stdout.write(f"{ended.get('message')}\n")
     return 0
 
 
+def phases(name: str, backup: str, out: Callable[[str], object]) -> Callable[[JSON], None]:
+    """What prints each phase of the restore of Shard ``name`` from ``backup`` once, as the
+    operator records it in ``status.restore``, with the seconds since the request."""
+    started = time.monotonic()
+    seen = {"phase": ""}
+
+    def show(record: JSON) -> None:
+        phase = str(record.get("phase") or "")
+        if record.get("request") != backup or phase in ("", seen["phase"]):
+            return
+        seen["phase"] = phase
+        at = time.monotonic() - started
+        out(f"{at:6.0f}s  {name}: {phase}: {record.get('message', '')}\n")
+
+    return show
+
+
 def _wait(
-    kube: Kube, namespace: str, name: str, timeout: float, done: Callable[[JSON], bool]
+    kube: Kube,
+    namespace: str,
+    name: str,
+    timeout: float,
+    done: Callable[[JSON], bool],
+    seen: Callable[[JSON], None] = lambda _: None,
 ) -> JSON:
-    """``status.restore`` of the Shard once ``done`` says so."""
+    """``status.restore`` of the Shard once ``done`` says so; each one read passed to ``seen``."""
     deadline = time.monotonic() + timeout
     while True:
         restore = (_shard(kube, namespace, name).get("status") or {}).get("restore") or {}
+        seen(restore)
         if done(restore):
             return dict(restore)
         if time.monotonic() > deadline:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kcp_shard_operator.cli.backup import rows, table
+from kcp_shard_operator.cli.backup import phases, rows, table
 from kcp_shard_operator.core.api.model import JSON
 
 
@@ -64,3 +64,25 @@ def test_a_backup_imported_from_its_manifest_names_the_shard_it_was_taken_of() -
     assert header.rstrip().endswith("IMPORTED-FROM")
     assert mine[column:].strip() == "-"
     assert theirs[column:].strip() == "kcp/root"
+
+
+def test_restore_prints_each_phase_of_its_request_once_as_the_status_records_it() -> None:
+    printed: list[str] = []
+    show = phases("root", "root-b", printed.append)
+    for record in (
+        {"request": "root-a", "phase": "Done", "message": "an earlier restore"},
+        {},
+        {"request": "root-b", "phase": "Stopping", "message": "restoring backup root-b"},
+        {"request": "root-b", "phase": "Stopping", "message": "restoring backup root-b"},
+        {"request": "root-b", "phase": "Restoring", "message": "the Job runs"},
+        {"request": "root-b", "phase": "Starting", "message": "kcp 0.27.1 starts"},
+        {"request": "root-b", "phase": "Done", "message": "restored"},
+    ):
+        show(record)
+    assert [line.split("s  ", 1)[1] for line in printed] == [
+        "root: Stopping: restoring backup root-b\n",
+        "root: Restoring: the Job runs\n",
+        "root: Starting: kcp 0.27.1 starts\n",
+        "root: Done: restored\n",
+    ]
+    assert all(line.split("s  ", 1)[0].strip().isdigit() for line in printed)
