@@ -109,33 +109,70 @@ def shard_spec(
     }
 
 
-ETCD = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: etcd}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: etcd}}
-  template:
-    metadata: {labels: {app: etcd}}
-    spec:
-      containers:
-        - name: etcd
-          image: registry.k8s.io/etcd:3.6.5-0
-          imagePullPolicy: Never
-          command: [/usr/local/bin/etcd, --data-dir=/var/lib/etcd, --name=etcd,
-                    --listen-client-urls=http://0.0.0.0:2379, --advertise-client-urls=http://etcd:2379]
-          ports: [{containerPort: 2379}]
-          volumeMounts: [{name: data, mountPath: /var/lib/etcd}]
-      volumes: [{name: data, emptyDir: {}}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: etcd}
-spec:
-  selector: {app: etcd}
-  ports: [{port: 2379, targetPort: 2379}]
-"""
+ETCD_IMAGE = "registry.k8s.io/etcd:3.6.5-0"
+ETCD_TLS_DIRECTORY = "/etc/etcd/tls"
+
+
+def etcd_pod(tls_secret: str | None = None) -> list[dict[str, Any]]:
+    """A one-member etcd (Deployment ``etcd``, on an emptyDir) and its Service ``etcd`` on port
+    2379; with ``tls_secret`` (``ca.crt``, ``tls.crt``, ``tls.key``), serving TLS and taking
+    only clients whose certificate that CA signed."""
+    scheme = "https" if tls_secret else "http"
+    command = [
+        "/usr/local/bin/etcd", "--data-dir=/var/lib/etcd", "--name=etcd",
+        f"--listen-client-urls={scheme}://0.0.0.0:2379",
+        f"--advertise-client-urls={scheme}://etcd:2379",
+    ]  # fmt: skip
+    mounts: list[dict[str, Any]] = [{"name": "data", "mountPath": "/var/lib/etcd"}]
+    volumes: list[dict[str, Any]] = [{"name": "data", "emptyDir": {}}]
+    if tls_secret:
+        command += [
+            f"--cert-file={ETCD_TLS_DIRECTORY}/tls.crt", f"--key-file={ETCD_TLS_DIRECTORY}/tls.key",
+            f"--trusted-ca-file={ETCD_TLS_DIRECTORY}/ca.crt", "--client-cert-auth=true",
+        ]  # fmt: skip
+        mounts.append({"name": "tls", "mountPath": ETCD_TLS_DIRECTORY, "readOnly": True})
+        volumes.append({"name": "tls", "secret": {"secretName": tls_secret}})
+    container = {
+        "name": "etcd",
+        "image": ETCD_IMAGE,
+        "imagePullPolicy": "Never",
+        "command": command,
+        "ports": [{"containerPort": 2379}],
+        "volumeMounts": mounts,
+    }
+    labels = {"app": "etcd"}
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "etcd"},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [container], "volumes": volumes},
+            },
+        },
+    }
+    return [deployment, etcd_service("etcd", labels)]
+
+
+def etcd_service(name: str, selector: dict[str, str]) -> dict[str, Any]:
+    """A Service ``name`` on etcd's client port for the pods of ``selector``."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name},
+        "spec": {"selector": selector, "ports": [{"port": 2379, "targetPort": 2379}]},
+    }
+
+
+def start_etcd_pod(cluster: Cluster, namespace: str, objects: list[dict[str, Any]]) -> None:
+    """Apply ``objects`` (:func:`etcd_pod` and what goes with it) and wait for the etcd."""
+    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(objects))
+    cluster.kubectl(
+        "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
+    )
 
 
 def shards_on_etcd_pod(
@@ -143,10 +180,7 @@ def shards_on_etcd_pod(
 ) -> list[dict[str, Any]]:
     """An etcd pod and the Secrets of a root shard and shard-1 in ``namespace``; the two Shard
     objects at kcp ``version`` with ``replicas`` each on that etcd (not applied yet)."""
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=ETCD)
-    cluster.kubectl(
-        "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
-    )
+    start_etcd_pod(cluster, namespace, etcd_pod())
     secrets = shard_secrets(pki, namespace, "root", ["shard-1"])
     cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=yaml.safe_dump_all(secrets))
     shards = []
@@ -168,10 +202,7 @@ def installation_on_etcd_pod(
     operator's own PKI (not applied yet): CacheServer ``cache``, root and shard-1 with
     ``replicas`` each on that etcd and on the cache server, FrontProxy ``kcp``; with
     ``servers``, a VirtualWorkspaceServer of two replicas for each shard (named as it)."""
-    cluster.kubectl("apply", "-n", namespace, "-f", "-", stdin=ETCD)
-    cluster.kubectl(
-        "rollout", "status", "-n", namespace, "deployment/etcd", "--timeout=120s", timeout=150
-    )
+    start_etcd_pod(cluster, namespace, etcd_pod())
     repository, _ = kcp_image()
     image = {"repository": repository, "tag": f"v{version}", "pullPolicy": "Never"}
     on_cache = {"cache": {"serverRef": {"name": CACHE}}}

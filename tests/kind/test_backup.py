@@ -34,10 +34,11 @@ from kcp_shard_operator.core.backup.spec import BACKUP_ANNOTATION, DEFAULT_BACKU
 from testkit.kcpapi import ShardAPI
 from testkit.kcpdata import OWNER, OWNER_ANNOTATION, WORKSPACES_PATH, KcpData
 from testkit.kube import Cluster
-from testkit.tools import HACK, log, run_visible
+from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, shard_secrets
 
+from .backups import namespace_with_backup_image
 from .durability import CLI, OPERATOR_SELECTOR, RESULTS, pki_kubeconfig, shard_apis
 from .kind import (
     OLD,
@@ -45,7 +46,6 @@ from .kind import (
     RELEASE,
     condition_of,
     describe_failure,
-    kcp_namespace,
     operator_metrics,
     pod_ready,
     pods,
@@ -65,10 +65,7 @@ WORKSPACES = int(os.environ.get("BACKUP_WORKSPACES", "100"))
 
 @pytest.fixture
 def backup_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    run_visible([str(HACK / "image.sh"), "backup"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
-    with kcp_namespace(kind_cluster, "kcp-backup") as namespace:
+    with namespace_with_backup_image(kind_cluster, "kcp-backup") as namespace:
         yield namespace
 
 

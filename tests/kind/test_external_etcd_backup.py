@@ -12,7 +12,6 @@ refused (``RestoreRefused``), nothing stopped. The figures go to
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,82 +21,46 @@ import pytest
 import yaml
 
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
-from kcp_shard_operator.core.backup.spec import DEFAULT_BACKUP_IMAGE
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster
-from testkit.tools import HACK, log, run_visible
+from testkit.tools import log
 from testkit.wait import wait_for
 from tests.e2e.pki import Pki, secret, shard_secrets
 
-from .durability import CLI, RESULTS, pki_kubeconfig, shard_apis
+from .backups import namespace_with_backup_image
+from .durability import RESULTS, pki_kubeconfig, shard_apis
 from .kind import (
     OLD,
     condition_of,
     describe_failure,
-    kcp_namespace,
+    etcd_pod,
+    etcd_service,
     pods,
     shard_object,
     shard_spec,
+    start_etcd_pod,
     wait_version,
 )
+from .test_backup import CLAIM, _claim, _cli, _in_sidecar
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
-CLAIM = "kcp-backups"
 CLIENT_TLS = "etcd-client-tls"
+ETCD_SERVER_TLS = "etcd-server-tls"
 ROLL_TIMEOUT = 600
-BACKUP_TIMEOUT = 300
 
-ETCD_TLS = """
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: etcd}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: etcd}}
-  template:
-    metadata: {labels: {app: etcd}}
-    spec:
-      containers:
-        - name: etcd
-          image: registry.k8s.io/etcd:3.6.5-0
-          imagePullPolicy: Never
-          command: [/usr/local/bin/etcd, --data-dir=/var/lib/etcd, --name=etcd,
-                    --listen-client-urls=https://0.0.0.0:2379,
-                    --advertise-client-urls=https://etcd:2379,
-                    --cert-file=/etc/etcd/tls/tls.crt, --key-file=/etc/etcd/tls/tls.key,
-                    --trusted-ca-file=/etc/etcd/tls/ca.crt, --client-cert-auth=true]
-          ports: [{containerPort: 2379}]
-          volumeMounts:
-            - {name: data, mountPath: /var/lib/etcd}
-            - {name: tls, mountPath: /etc/etcd/tls, readOnly: true}
-      volumes:
-        - {name: data, emptyDir: {}}
-        - {name: tls, secret: {secretName: etcd-server-tls}}
----
-apiVersion: v1
-kind: Service
-metadata: {name: etcd}
-spec:
-  selector: {app: etcd}
-  ports: [{port: 2379, targetPort: 2379}]
----
-apiVersion: v1
-kind: Service
-metadata: {name: etcd-down}
-spec:
-  selector: {app: etcd-member-that-is-down}
-  ports: [{port: 2379, targetPort: 2379}]
-"""
-"""An etcd that takes TLS clients only, and a Service without pods: a member that is down."""
+
+def _etcd() -> list[dict[str, Any]]:
+    """An etcd that takes TLS clients only, and a Service without pods: a member that is down."""
+    return [
+        *etcd_pod(ETCD_SERVER_TLS),
+        etcd_service("etcd-down", {"app": "etcd-member-that-is-down"}),
+    ]
 
 
 @pytest.fixture
 def etcd_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    run_visible([str(HACK / "image.sh"), "backup"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
-    with kcp_namespace(kind_cluster, "kcp-etcd-backup") as namespace:
+    with namespace_with_backup_image(kind_cluster, "kcp-etcd-backup") as namespace:
         yield namespace
 
 
@@ -108,16 +71,7 @@ def _etcd_secrets(pki: Pki, namespace: str) -> list[dict[str, Any]]:
     ca = pki.ca.read_text()
     server = {"ca.crt": ca, "tls.crt": crt.read_text(), "tls.key": key.read_text()}
     client = {"ca.crt": ca, "tls.crt": client_crt.read_text(), "tls.key": client_key.read_text()}
-    return [secret("etcd-server-tls", server), secret(CLIENT_TLS, client)]
-
-
-def _claim() -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "PersistentVolumeClaim",
-        "metadata": {"name": CLAIM},
-        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
-    }
+    return [secret(ETCD_SERVER_TLS, server), secret(CLIENT_TLS, client)]
 
 
 def _pod_state(cluster: Cluster, namespace: str) -> dict[str, int]:
@@ -130,27 +84,14 @@ def _pod_state(cluster: Cluster, namespace: str) -> dict[str, int]:
     }
 
 
-def _cli(cluster: Cluster, *args: str) -> str:
-    done = subprocess.run(
-        [CLI, *args], env=dict(cluster.env), capture_output=True, text=True, timeout=BACKUP_TIMEOUT
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _in_sidecar(cluster: Cluster, namespace: str, pod: str, *command: str) -> str:
-    return cluster.kubectl("exec", "-n", namespace, pod, "-c", "backup", "--", *command)
-
-
 def test_a_backup_of_a_shard_on_an_external_etcd_is_verified_and_leaves_it_untouched(
     kind_cluster: Cluster, etcd_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = etcd_namespace, kind_cluster.kubectl
     pki = Pki.create(tmp_path / "pki")
-    found = [*_etcd_secrets(pki, ns), *shard_secrets(pki, ns, "root", []), _claim()]
+    found = [*_etcd_secrets(pki, ns), *shard_secrets(pki, ns, "root", []), _claim(ns)]
     kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all(found))
-    kubectl("apply", "-n", ns, "-f", "-", stdin=ETCD_TLS)
-    kubectl("rollout", "status", "-n", ns, "deployment/etcd", "--timeout=120s", timeout=150)
+    start_etcd_pod(kind_cluster, ns, _etcd())
     healthy = f"https://etcd.{ns}.svc:2379"
     shard = shard_spec("root", ns, OLD, f"v{OLD}")
     shard["spec"]["etcd"] = {

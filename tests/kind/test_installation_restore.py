@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -34,19 +33,18 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator.core.backup.spec import DEFAULT_BACKUP_IMAGE
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, shard_ready
-from testkit.tools import HACK, log, pinned_version, run_visible
+from testkit.tools import log, pinned_version
 from testkit.wait import wait_for
 
-from .durability import CLI, RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
+from .backups import namespace_with_backup_image, restore_printed
+from .durability import RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
 from .kind import (
     NEW,
     condition_of,
     describe_failure,
     kcp_image,
-    kcp_namespace,
     kcp_object,
     load_kcp_image,
     shard_object,
@@ -67,10 +65,7 @@ ROLL_TIMEOUT = 900
 def restore_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
     assert load_kcp_image(kind_cluster, "kcp-upgrade", "KCP_UPGRADE_VERSION") == NEW
     assert load_kcp_image(kind_cluster, "kcp-next", "KCP_NEXT_VERSION") == NEXT
-    run_visible([str(HACK / "image.sh"), "backup"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
-    with kcp_namespace(kind_cluster, "kcp-restore") as namespace:
+    with namespace_with_backup_image(kind_cluster, "kcp-restore") as namespace:
         yield namespace
 
 
@@ -145,18 +140,8 @@ def wait_ready(cluster: Cluster, namespace: str, version: str, timeline: Timelin
 def restore_installation(cluster: Cluster, namespace: str, timeline: Timeline) -> list[str]:
     """``kcp-shard-operator restore --installation root --set-version``, each printed line
     marked on the timeline as it comes; the lines."""
-    command = [CLI, "restore", "--installation", "root", "-n", namespace, "--set-version"]
-    lines = []
-    with subprocess.Popen(
-        command, env=dict(cluster.env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-    ) as process:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.append(line.rstrip())
-            timeline.mark(f"restore: {line.rstrip()}")
-        code = process.wait(timeout=ROLL_TIMEOUT)
-    assert code == 0, "\n".join(lines)
-    return lines
+    args = ["--installation", "root", "-n", namespace, "--set-version"]
+    return restore_printed(cluster, args, timeline, ROLL_TIMEOUT)
 
 
 def seconds(text: str) -> float:

@@ -28,21 +28,20 @@ from typing import Any
 import pytest
 import yaml
 
-from kcp_shard_operator.core.backup.spec import DEFAULT_BACKUP_IMAGE
+from kcp_shard_operator.core.backup.restore import Phase
 from testkit.kcpapi import ShardAPI, UnreachableError
 from testkit.kcpdata import WORKSPACES_PATH, KcpData
 from testkit.kube import Cluster, shard_ready
-from testkit.tools import HACK, log, run_visible
+from testkit.tools import log
 from testkit.wait import wait_for
 
-from .durability import CLI, RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
+from .backups import backed_up_root, kcp_spec, namespace_with_backup_image, restore_printed
+from .durability import RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
 from .kind import (
     FRONT_PROXY,
     OLD,
     condition_of,
     describe_failure,
-    kcp_image,
-    kcp_namespace,
     kcp_object,
     pods,
     shard_object,
@@ -60,27 +59,20 @@ KEEP = 3
 
 @pytest.fixture
 def restore_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    run_visible([str(HACK / "image.sh"), "backup"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
-    with kcp_namespace(kind_cluster, "kcp-restore") as namespace:
+    with namespace_with_backup_image(kind_cluster, "kcp-restore") as namespace:
         yield namespace
 
 
 def _objects() -> list[dict[str, Any]]:
     """root backed up every minute, shard-1, FrontProxy ``kcp``: the operator's PKI."""
-    repository, _ = kcp_image()
-    image = {"repository": repository, "tag": f"v{OLD}", "pullPolicy": "Never"}
-    backup = {"claimRef": {"name": CLAIM}, "schedule": "* * * * *", "retention": {"keep": KEEP}}
-    specs = [
-        ("Shard", "root", {"version": OLD, "image": image, "backup": backup}),
-        ("Shard", "shard-1", {"version": OLD, "image": image, "rootShardRef": {"name": "root"}}),
-        ("FrontProxy", FRONT_PROXY,
-         {"version": OLD, "image": image, "rootShardRef": {"name": "root"}, "replicas": 1}),
-    ]  # fmt: skip
-    return [
+    root = backed_up_root(CLAIM, {"schedule": "* * * * *", "retention": {"keep": KEEP}})
+    specs: list[tuple[str, str, dict[str, Any]]] = [
+        ("Shard", "shard-1", {"rootShardRef": {"name": "root"}}),
+        ("FrontProxy", FRONT_PROXY, {"rootShardRef": {"name": "root"}, "replicas": 1}),
+    ]
+    return [root] + [
         {"apiVersion": "kcpshard.dev/v1alpha1", "kind": kind, "metadata": {"name": name},
-         "spec": spec}
+         "spec": {**kcp_spec(), **spec}}
         for kind, name, spec in specs
     ]  # fmt: skip
 
@@ -147,27 +139,18 @@ def _verified(cluster: Cluster, ns: str, shard: str) -> bool:
 
 
 def _restore(cluster: Cluster, ns: str, backup: str, timeline: Timeline) -> float:
-    """``kcp-shard-operator restore`` of root, the phases of ``status.restore`` marked as they
-    come; when it was requested (on the timeline)."""
-    command = subprocess.Popen(
-        [CLI, "restore", "root", "-n", ns, "--backup", backup, "--timeout", str(RESTORE_TIMEOUT)],
-        env=dict(cluster.env), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    """``kcp-shard-operator restore`` of root, the phases it prints marked as they come; when
+    it was requested (on the timeline)."""
     requested = timeline.mark(
         f"restore requested: kcp-shard-operator restore root --backup {backup}"
     )
-    seen = ""
-    deadline = time.monotonic() + RESTORE_TIMEOUT + 30
-    while command.poll() is None and time.monotonic() < deadline:
-        restore = (shard_object(cluster, ns, "root").get("status") or {}).get("restore") or {}
-        phase = str(restore.get("phase", "")) if restore.get("request") == backup else ""
-        if phase and phase != seen:
-            timeline.mark(f"status.restore.phase {phase}: {restore.get('message')}")
-            seen = phase
-        time.sleep(1)
-    out, err = command.communicate(timeout=30)
-    assert command.returncode == 0, err
-    timeline.mark(f"kcp-shard-operator restore returned: {out.strip()}")
+    args = ["root", "-n", ns, "--backup", backup, "--timeout", str(RESTORE_TIMEOUT)]
+    printed = restore_printed(cluster, args, timeline, RESTORE_TIMEOUT + 30)
+    phases = [line.split("  root: ", 1)[1].split(":", 1)[0] for line in printed]
+    order = [phase.value for phase in Phase]
+    assert phases == sorted(set(phases), key=order.index), printed
+    assert phases[-1] == "Done", printed
+    timeline.mark("kcp-shard-operator restore returned")
     return requested
 
 

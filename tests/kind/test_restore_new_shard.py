@@ -3,12 +3,14 @@
 A root shard on the operator's own PKI with ``spec.backup``, workspaces and objects in it
 (testkit's KcpData and ``NEW_SHARD_WORKSPACES``, default 20, more workspaces), backed up with
 ``kcp-shard-operator backup``. Then the Shard is deleted, and its data claim: nothing is left
-of it but the backup and its manifest on the backup claim. The Shard is made again, same
-name, with the annotation ``kcpshard.dev/restore`` naming that backup, which its new status
+of it but the backup and its manifest on the backup claim, which
+``kcp-shard-operator backups --claim`` lists (the pod it ran gone). The Shard is made again,
+same name, with the annotation ``kcpshard.dev/restore`` naming that backup, which its new status
 does not list: the operator reads the manifest through the new pod's backup sidecar, imports
 the entry (``importedFrom`` the deleted Shard) and restores it as in place. Checked: the
 restore Done, the root Ready and ``DataVerified=True`` on the backup's data UID, every
-workspace and object back with its UID and content. The timeline is printed.
+workspace and object back with its UID and content, ``backups`` naming the deleted Shard the
+imported backup was taken of. The timeline is printed.
 """
 
 from __future__ import annotations
@@ -22,20 +24,22 @@ from typing import Any
 import pytest
 import yaml
 
+from kcp_shard_operator.core.backup.listing import LISTING_NAME
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
-from kcp_shard_operator.core.backup.spec import DEFAULT_BACKUP_IMAGE
 from testkit.kcpdata import KcpData
 from testkit.kube import Cluster, shard_ready
-from testkit.tools import HACK, run_visible
 from testkit.wait import wait_for
 
+from .backups import backed_up_root, namespace_with_backup_image
 from .durability import admin_kubeconfig, shard_apis
-from .kind import OLD, condition_of, describe_failure, kcp_image, kcp_namespace, shard_object
+from .kind import OLD, condition_of, describe_failure, shard_object
 from .test_backup import CLAIM, _claim, _cli, _more_workspaces
 from .test_restore_data_lost import Timeline, _workspace_uids
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
+LISTING = f"app.kubernetes.io/name={LISTING_NAME}"
+"""The pods of ``kcp-shard-operator backups --claim``: none is left once it has answered."""
 WORKSPACES = int(os.environ.get("NEW_SHARD_WORKSPACES", "20"))
 START_TIMEOUT = 600
 GONE_TIMEOUT = 180
@@ -44,25 +48,8 @@ RESTORE_TIMEOUT = 900
 
 @pytest.fixture
 def new_shard_namespace(kind_cluster: Cluster, operator_release: str) -> Iterator[str]:
-    run_visible([str(HACK / "image.sh"), "backup"])
-    name = kind_cluster.kubectl("config", "view", "-o", "jsonpath={.contexts[0].context.cluster}")
-    run_visible([str(HACK / "kind.sh"), "load", name.removeprefix("kind-"), DEFAULT_BACKUP_IMAGE])
-    with kcp_namespace(kind_cluster, "kcp-new-shard") as namespace:
+    with namespace_with_backup_image(kind_cluster, "kcp-new-shard") as namespace:
         yield namespace
-
-
-def _root(annotations: dict[str, str] | None = None) -> dict[str, Any]:
-    repository, _ = kcp_image()
-    image = {"repository": repository, "tag": f"v{OLD}", "pullPolicy": "Never"}
-    metadata: dict[str, Any] = {"name": "root"}
-    if annotations:
-        metadata["annotations"] = annotations
-    return {
-        "apiVersion": "kcpshard.dev/v1alpha1",
-        "kind": "Shard",
-        "metadata": metadata,
-        "spec": {"version": OLD, "image": image, "backup": {"claimRef": {"name": CLAIM}}},
-    }
 
 
 def _exists(cluster: Cluster, ns: str, kind: str, name: str) -> bool:
@@ -81,7 +68,8 @@ def test_a_deleted_root_made_again_is_restored_from_the_manifest_on_its_backup_c
     kind_cluster: Cluster, new_shard_namespace: str, tmp_path: Path
 ) -> None:
     ns, kubectl = new_shard_namespace, kind_cluster.kubectl
-    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all([_claim(ns), _root()]))
+    root = backed_up_root(CLAIM)
+    kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump_all([_claim(ns), root]))
     try:
         wait_for(
             lambda: shard_ready(shard_object(kind_cluster, ns, "root"), OLD)
@@ -110,8 +98,14 @@ def test_a_deleted_root_made_again_is_restored_from_the_manifest_on_its_backup_c
             GONE_TIMEOUT, "the data claim and the Deployment gone", interval=2,
         )  # fmt: skip
         timeline.mark("claim root-kcp-data gone: only the backup claim is left")
+        listed = _cli(kind_cluster, "backups", "--claim", CLAIM, "-n", ns)
+        timeline.mark(f"kcp-shard-operator backups --claim {CLAIM}:\n{listed}")
+        _, row = listed.splitlines()
+        assert row.split()[:3] == ["root", entry["name"], entry["time"]]
+        assert row.split()[-2:] == [entry["path"], "-"]
+        assert not kubectl("get", "pods", "-n", ns, "-o", "name", "-l", LISTING)
 
-        again = _root({RESTORE_ANNOTATION: entry["name"]})
+        again = backed_up_root(CLAIM, annotations={RESTORE_ANNOTATION: entry["name"]})
         kubectl("apply", "-n", ns, "-f", "-", stdin=yaml.safe_dump(again))
         timeline.mark(f"Shard root made again with {RESTORE_ANNOTATION}: {entry['name']}")
         seen = ""
@@ -142,6 +136,8 @@ def test_a_deleted_root_made_again_is_restored_from_the_manifest_on_its_backup_c
         assert condition_of(kind_cluster, ns, "root", "Restored")["status"] == "True"
         (imported,) = status["backups"]
         assert imported["importedFrom"]["name"] == "root"
+        _, row = _cli(kind_cluster, "backups", "root", "-n", ns).splitlines()
+        assert row.split()[-1] == f"{ns}/root", row
         assert {k: imported[k] for k in ("name", "sha256", "path", "dataUID")} == {
             k: entry[k] for k in ("name", "sha256", "path", "dataUID")
         }
