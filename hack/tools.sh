@@ -10,6 +10,7 @@
 #   hack/tools.sh build kcp-next                          the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/tools.sh build kube-router                       the NetworkPolicy firewall of the kind tests
 #   hack/tools.sh build etcd-tools                        etcdctl and etcdutl (the backup image)
+#   hack/tools.sh build seaweedfs                         weed, the S3 store of the S3 backup test
 #   hack/tools.sh env                                     print export lines
 #
 # Environment: KCP_SHARD_CACHE (default ~/.cache/kcp-shard-operator) holds the
@@ -40,6 +41,7 @@ CRICTL_DIR="${TOOLS_DIR}/crictl-${CRICTL_VERSION}"
 COREDNS_DIR="${TOOLS_DIR}/coredns-${COREDNS_VERSION}"
 LOCAL_PATH_DIR="${TOOLS_DIR}/local-path-provisioner-${LOCAL_PATH_PROVISIONER_VERSION}"
 KUBE_ROUTER_DIR="${TOOLS_DIR}/kube-router-${KUBE_ROUTER_VERSION}"
+SEAWEEDFS_DIR="${TOOLS_DIR}/seaweedfs-${SEAWEEDFS_VERSION}"
 
 k8s_ldflags() {
   local v="$1" minor
@@ -130,6 +132,18 @@ build_etcd_tools() {
   (cd "${work}" &&
     go build -trimpath -ldflags "-s -w" -o "${ETCD_TOOLS_DIR}/etcdctl" go.etcd.io/etcd/etcdctl/v3 &&
     go build -trimpath -ldflags "-s -w" -o "${ETCD_TOOLS_DIR}/etcdutl" go.etcd.io/etcd/etcdutl/v3)
+}
+
+# weed from a writable copy of its module: go install refuses a module with replace
+# directives, and a build inside the module cache cannot write its go.sum.
+build_seaweedfs() {
+  local module="github.com/seaweedfs/seaweedfs" work="${SRC_DIR}/seaweedfs-${SEAWEEDFS_VERSION}" dir
+  dir="$(GOFLAGS= go mod download -json "${module}@${SEAWEEDFS_VERSION}" | sed -n 's/.*"Dir": "\(.*\)",/\1/p')"
+  rm -rf "${work}"
+  mkdir -p "${SRC_DIR}" "${SEAWEEDFS_DIR}"
+  cp -r "${dir}" "${work}"
+  chmod -R u+w "${work}"
+  (cd "${work}" && go build -trimpath -ldflags "-s -w" -o "${SEAWEEDFS_DIR}/weed" ./weed)
 }
 
 build_kwok() {
@@ -240,6 +254,7 @@ cmd_build() {
         ;;
       crictl) ensure "crictl ${CRICTL_VERSION}" "${CRICTL_DIR}/crictl" build_crictl ;;
       coredns) ensure "coredns ${COREDNS_VERSION}" "${COREDNS_DIR}/coredns" build_coredns ;;
+      seaweedfs) ensure "seaweedfs ${SEAWEEDFS_VERSION}" "${SEAWEEDFS_DIR}/weed" build_seaweedfs ;;
       kube-router) ensure "kube-router ${KUBE_ROUTER_VERSION}" "${KUBE_ROUTER_DIR}/kube-router" build_kube_router ;;
       local-path-provisioner)
         ensure "local-path-provisioner ${LOCAL_PATH_PROVISIONER_VERSION}" \
@@ -270,6 +285,7 @@ cmd_env() {
   echo "export CRICTL_BINARY=${CRICTL_DIR}/crictl COREDNS_BINARY=${COREDNS_DIR}/coredns"
   echo "export LOCAL_PATH_PROVISIONER_BINARY=${LOCAL_PATH_DIR}/local-path-provisioner"
   echo "export KUBE_ROUTER_BINARY=${KUBE_ROUTER_DIR}/kube-router"
+  echo "export WEED_BINARY=${SEAWEEDFS_DIR}/weed"
   echo "export ETCDCTL_BINARY=${ETCD_TOOLS_DIR}/etcdctl ETCDUTL_BINARY=${ETCD_TOOLS_DIR}/etcdutl"
 }
 

@@ -41,10 +41,11 @@ COLUMNS = (
     "KCP",
     "SIZE",
     "KEYS",
-    "CLAIM",
+    "TARGET",
     "PATH",
     "IMPORTED-FROM",
 )
+"""TARGET: the claim, or s3://<bucket>; PATH: the file on the claim, or the object's key."""
 
 
 def register(commands: Any) -> None:
@@ -53,7 +54,8 @@ def register(commands: Any) -> None:
         help="take a backup of a Shard's etcd now and wait for it",
         description="Ask the operator for a backup of the Shard's embedded etcd now "
         "(spec.backup must be set): a snapshot from the running kcp, verified, on the claim "
-        "of spec.backup.claimRef. Waits until the operator has answered.",
+        "of spec.backup.claimRef or uploaded to the bucket of spec.backup.s3. Waits until the "
+        "operator has answered.",
         epilog=f"""reads:
   the cluster ({credentials.SOURCES}): the Shard NAME and its status
 writes:
@@ -122,8 +124,9 @@ exit codes:
         help="restore a Shard, or a whole installation, in place from backups and wait for it",
         description="Ask the operator to restore the Shard's embedded etcd from one of its "
         "verified backups (status.backups; on a Shard made again, one whose manifest lies on "
-        "its backup claim): it stops the shard, restores the backup into its "
-        "claim with a Job (the replaced data kept aside on the claim), and starts the kcp "
+        "its backup claim or in its bucket): it stops the shard, restores the backup into its "
+        "claim with a Job (a backup in a bucket downloaded first and its sha256 checked; the "
+        "replaced data kept aside on the claim), and starts the kcp "
         "version the backup was taken with, which spec.version must name already. Everything "
         "the shard stored after the backup is replaced. With --installation ROOT: the root "
         "Shard and every Shard naming it, from backups of one point in time (the root records "
@@ -208,12 +211,15 @@ def imported_from(entry: JSON) -> str:
 
 def row(shard: str, entry: JSON) -> tuple[str, ...]:
     """The line ``backups`` prints of the backup ``entry`` of Shard ``shard``."""
+    in_bucket = bool(entry.get("key"))
     return (
         shard,
         *(
             str(entry.get(key, ""))
-            for key in ("name", "time", "trigger", "kcpVersion", "size", "keys", "claim", "path")
+            for key in ("name", "time", "trigger", "kcpVersion", "size", "keys")
         ),
+        f"s3://{entry.get('bucket', '')}" if in_bucket else str(entry.get("claim", "")),
+        str(entry["key"]) if in_bucket else str(entry.get("path", "")),
         imported_from(entry),
     )
 

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup import manifest, snapshot
+from kcp_shard_operator.core.backup import manifest, s3, snapshot
 from kcp_shard_operator.core.backup.record import (
     BACKED_UP,
     Outcome,
@@ -27,10 +27,12 @@ from kcp_shard_operator.core.backup.record import (
     entries,
     expired,
     format_time,
+    on_target,
     recorded,
     wanted,
 )
 from kcp_shard_operator.core.backup.snapshot import AnswerError, Failure
+from kcp_shard_operator.core.backup.spec import S3Target
 from kcp_shard_operator.core.shard.backup import CONTAINER, backup_container_ready, etcd_of
 from kcp_shard_operator.core.shard.spec import Shard
 from kcp_shard_operator.core.status.conditions import Condition
@@ -50,27 +52,32 @@ def _key(shard: Shard) -> str:
     return f"backup/{shard.namespace}/{shard.name}"
 
 
-def target_claim(ctx: Context, shard: Shard) -> JSON | None:
-    """The claim ``spec.backup`` names (read from the API: the watch sees only the operator's
-    own claims); None without ``spec.backup`` or when it does not exist."""
+def target_found(ctx: Context, shard: Shard) -> bool:
+    """Whether the claim ``spec.backup`` names exists (read from the API: the watch sees only
+    the operator's own claims); a bucket counts as found (the sidecar asks the store before
+    each backup, with keys the operator never reads); False without ``spec.backup``."""
     backup = shard.spec.backup
     if backup is None:
-        return None
-    return ctx.kube.get("v1", "PersistentVolumeClaim", shard.namespace, backup.claim_ref.name)
+        return False
+    if backup.claim_ref is None:
+        return True
+    found = ctx.kube.get("v1", "PersistentVolumeClaim", shard.namespace, backup.claim_ref.name)
+    return found is not None
 
 
-def backup_conditions(ctx: Context, shard: Shard, claim: JSON | None) -> list[Condition]:
+def backup_conditions(ctx: Context, shard: Shard, found: bool) -> list[Condition]:
     """``BackedUp`` when there is news: the target is missing, or a backup ended."""
     backup = shard.spec.backup
     if backup is None:
         return []
-    if claim is None:
+    if not found:
+        claim = backup.claim_ref.name if backup.claim_ref is not None else ""
         return [
             Condition(
                 BACKED_UP,
                 False,
                 snapshot.TARGET_NOT_FOUND,
-                f"PersistentVolumeClaim {backup.claim_ref.name} (spec.backup.claimRef) not found "
+                f"PersistentVolumeClaim {claim} (spec.backup.claimRef) not found "
                 f"in {shard.namespace}: no backup sidecar added and no backup taken; the shard "
                 "runs as before",
             )
@@ -100,7 +107,7 @@ def start_due(
     shard: Shard,
     obj: JSON,
     status: JSON,
-    claim: JSON | None,
+    found: bool,
     pods: list[JSON],
     upgrade_to: str | None,
     gate: bool | Failure,
@@ -114,7 +121,7 @@ def start_due(
     request as a failed backup."""
     backup = shard.spec.backup
     key = _key(shard)
-    if backup is None or claim is None or key in ctx.backup_outcomes:
+    if backup is None or not found or key in ctx.backup_outcomes:
         return
     if ctx.background.running(key):
         return
@@ -156,30 +163,16 @@ def take(
     logger: Logger,
     installation: str | None = None,
 ) -> Outcome:
-    """One backup through ``pod``'s sidecar: room, snapshot, verification, retention;
-    ``installation`` names the installation the entry records (its root's data UID)."""
+    """One backup through ``pod``'s sidecar: (a bucket asked first), room, snapshot,
+    verification, (upload), retention; ``installation`` names the installation the entry
+    records (its root's data UID)."""
     backup = shard.spec.backup
     assert backup is not None
-    claim = backup.claim_ref.name
+    claim = backup.claim_ref.name if backup.claim_ref is not None else None
     started = ctx.wall_clock()
     name = backup_name(shard.name, started)
     path = backup_path(shard.name, name)
-
-    def run(command: list[str], what: str) -> str:
-        try:
-            ran: Ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, command)
-        except APIError as err:
-            raise StepError(
-                Failure(snapshot.SNAPSHOT_FAILED, f"{what} in pod {pod}: {error_message(err)}")
-            ) from None
-        if ran.code != 0:
-            raise StepError(
-                Failure(
-                    snapshot.SNAPSHOT_FAILED,
-                    f"{what} in pod {pod} exited {ran.code}: {(ran.stderr or ran.stdout)[-400:]}",
-                )
-            )
-        return ran.stdout
+    sidecar = _Sidecar(ctx, shard, pod)
 
     def finished(
         entry: JSON | None = None, failure: Failure | None = None, removed: list[str] | None = None
@@ -188,35 +181,38 @@ def take(
 
     etcd = etcd_of(shard)
     try:
+        if backup.s3 is not None:
+            sidecar.s3(backup.s3, s3.check(backup.s3), "s3copy check")
         endpoint = _endpoint(ctx, shard, pod, etcd)
         database = snapshot.database_size(
-            run(snapshot.endpoint_status(etcd, endpoint), "etcdctl endpoint status")
+            sidecar.run(snapshot.endpoint_status(etcd, endpoint), "etcdctl endpoint status")
         )
         room = snapshot.room_for(
-            database, snapshot.available_bytes(run(snapshot.free_space(), "df")), claim
+            database, snapshot.available_bytes(sidecar.run(snapshot.free_space(), "df")), claim
         )
         if room is not None:
             return finished(failure=room)
-        run(snapshot.make_directory(shard.name), "mkdir")
+        sidecar.run(snapshot.make_directory(shard.name), "mkdir")
         clock = time.monotonic()
         saved = ctx.kube.run_in_container(
             shard.namespace, pod, CONTAINER, snapshot.save(etcd, endpoint, path)
         )
         if saved.code != 0:
-            run(snapshot.remove([f"{path}.part"]), "rm")
+            sidecar.run(snapshot.remove([f"{path}.part"]), "rm")
             return finished(failure=snapshot.failed_save(saved.stderr + saved.stdout, claim))
         seconds = time.monotonic() - clock
         problem, facts = None, None
         try:
-            facts = snapshot.facts(run(snapshot.status(path), "etcdutl snapshot status"))
+            facts = snapshot.facts(sidecar.run(snapshot.status(path), "etcdutl snapshot status"))
         except (StepError, AnswerError) as err:
             problem = str(err)
         failed = snapshot.unverified(facts, problem, path)
         if failed is not None or facts is None:
-            run(snapshot.set_aside(path), "mv")
+            sidecar.run(snapshot.set_aside(path), "mv")
             return finished(failure=failed)
-        digest = snapshot.sha256_of(run(snapshot.checksum(path), "sha256sum"))
-        size = int(run(snapshot.file_size(path), "stat").strip())
+        digest = snapshot.sha256_of(sidecar.run(snapshot.checksum(path), "sha256sum"))
+        size = int(sidecar.run(snapshot.file_size(path), "stat").strip())
+        where = {"claim": claim} if claim is not None else sidecar.upload(path, name, digest)
     except StepError as err:
         return finished(failure=err.failure)
     except (AnswerError, ValueError) as err:
@@ -228,7 +224,7 @@ def take(
         "time": format_time(started),
         "trigger": request.trigger.value,
         "kcpVersion": version,
-        "claim": claim,
+        **where,
         "path": path,
         "size": size,
         "sha256": digest,
@@ -246,11 +242,13 @@ def take(
     if request.upgrade_to is not None:
         entry["upgradeTo"] = request.upgrade_to
     ctx.metrics.backup_seconds.observe(seconds)
+    if "uploadSeconds" in where:
+        ctx.metrics.backup_upload_seconds.observe(float(where["uploadSeconds"]))
     described = manifest.manifest(entry, shard.name, shard.namespace, shard.uid)
     try:
-        run(manifest.write(manifest.manifest_path(path), described), "the manifest")
+        sidecar.write_manifest(path, described)
     except StepError as err:
-        # The backup is verified and listed; only the claim's own record of it is missing.
+        # The backup is verified and listed; only the target's own record of it is missing.
         logger.warning("backup %s of %s: %s", name, shard.name, err.failure.message)
     removed = _retention(ctx, shard, pod, [entry, *entries(status)], logger)
     logger.info(
@@ -258,6 +256,75 @@ def take(
         name, shard.name, endpoint, seconds, size,
     )  # fmt: skip
     return finished(entry=entry, removed=removed)
+
+
+class _Sidecar:
+    """The commands of one backup in ``pod``'s sidecar; a failed one raises StepError."""
+
+    def __init__(self, ctx: Context, shard: Shard, pod: str) -> None:
+        self.ctx, self.shard, self.pod = ctx, shard, pod
+
+    def _exec(self, command: list[str], what: str) -> Ran:
+        try:
+            return self.ctx.kube.run_in_container(
+                self.shard.namespace, self.pod, CONTAINER, command
+            )
+        except APIError as err:
+            raise StepError(
+                Failure(snapshot.SNAPSHOT_FAILED, f"{what} in pod {self.pod}: {error_message(err)}")
+            ) from None
+
+    def run(self, command: list[str], what: str) -> str:
+        ran = self._exec(command, what)
+        if ran.code != 0:
+            raise StepError(
+                Failure(
+                    snapshot.SNAPSHOT_FAILED,
+                    f"{what} in pod {self.pod} exited {ran.code}: "
+                    f"{(ran.stderr or ran.stdout)[-400:]}",
+                )
+            )
+        return ran.stdout
+
+    def s3(self, target: S3Target, command: list[str], what: str) -> str:
+        """An ``s3copy`` command: its failure named by what the store answered."""
+        ran = self._exec(command, what)
+        if ran.code != 0:
+            raise StepError(s3.failure(ran.code, ran.stderr or ran.stdout, target))
+        return ran.stdout
+
+    def upload(self, path: str, name: str, digest: str) -> JSON:
+        """The verified snapshot at ``path`` uploaded, then removed from the scratch volume
+        whatever the upload's result; where it lies (the entry's fields)."""
+        target = self.shard.spec.backup.s3 if self.shard.spec.backup else None
+        assert target is not None
+        key = s3.object_key(target, self.shard.namespace, self.shard.name, f"{name}.db")
+        try:
+            answer = s3.uploaded(self.s3(target, s3.put(target, path, key), "s3copy put"))
+        finally:
+            self._exec(snapshot.remove([path]), "rm")
+        if answer.sha256 != digest:
+            raise StepError(
+                Failure(
+                    s3.UPLOAD_FAILED,
+                    f"s3copy put read sha256 {answer.sha256} of {path}, sha256sum {digest}",
+                )
+            )
+        return s3.entry_fields(target.bucket, key, answer)
+
+    def write_manifest(self, path: str, described: JSON) -> None:
+        """The manifest beside the backup: on the claim, or uploaded beside its object."""
+        written_at = manifest.manifest_path(path)
+        self.run(manifest.write(written_at, described), "the manifest")
+        backup = described["backup"]
+        target = self.shard.spec.backup.s3 if self.shard.spec.backup else None
+        if target is None or "key" not in backup:
+            return
+        key = manifest.manifest_path(str(backup["key"]))
+        try:
+            self.s3(target, s3.put(target, written_at, key), "s3copy put (manifest)")
+        finally:
+            self._exec(snapshot.remove([written_at]), "rm")
 
 
 def _endpoint(ctx: Context, shard: Shard, pod: str, etcd: snapshot.Etcd) -> str:
@@ -283,21 +350,28 @@ def _endpoint(ctx: Context, shard: Shard, pod: str, etcd: snapshot.Etcd) -> str:
 def _retention(
     ctx: Context, shard: Shard, pod: str, backups: list[JSON], logger: Logger
 ) -> list[str]:
-    """Delete the backups retention lets go; the names of those deleted."""
+    """Delete the backups retention lets go, of those on the current target (the claim's
+    files, or the bucket's objects the operator wrote: each entry's key and its manifest's);
+    the names of those deleted."""
     backup = shard.spec.backup
     assert backup is not None
     now = ctx.wall_clock().astimezone(datetime.UTC)
-    gone = expired(backups, backup.retention, now)
+    gone = expired([entry for entry in backups if on_target(entry, backup)], backup.retention, now)
     if not gone:
         return []
-    paths = manifest.with_manifests([str(entry["path"]) for entry in gone])
+    if backup.s3 is not None:
+        keys = manifest.with_manifests([str(entry["key"]) for entry in gone])
+        command = s3.delete(backup.s3, backup.s3.bucket, keys)
+    else:
+        command = snapshot.remove(manifest.with_manifests([str(entry["path"]) for entry in gone]))
     try:
-        ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, snapshot.remove(paths))
+        ran = ctx.kube.run_in_container(shard.namespace, pod, CONTAINER, command)
     except APIError as err:
         logger.warning("retention of %s: %s", shard.name, error_message(err))
         return []
     if ran.code != 0:
-        logger.warning("retention of %s: rm exited %d: %s", shard.name, ran.code, ran.stderr)
+        logger.warning("retention of %s: %s exited %d: %s", shard.name, command[0], ran.code,
+                       ran.stderr)  # fmt: skip
         return []
     return [str(entry["name"]) for entry in gone]
 

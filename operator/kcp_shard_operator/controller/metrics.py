@@ -103,6 +103,12 @@ class Metrics:
             buckets=BACKUP_BUCKETS,
             registry=registry,
         )
+        self.backup_upload_seconds = Histogram(
+            f"{PREFIX}_backup_upload_duration_seconds",
+            "Seconds a verified snapshot took to upload to its bucket (spec.backup.s3).",
+            buckets=BACKUP_BUCKETS,
+            registry=registry,
+        )
         self.relists = Counter(
             f"{PREFIX}_watch_relists",
             "Watches that listed their objects again after their first listing (a restarted "

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from kcp_shard_operator.controller.context import Context, Logger
 from kcp_shard_operator.controller.reads import pods
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup import manifest
+from kcp_shard_operator.core.backup import manifest, s3
 from kcp_shard_operator.core.backup.manifest import IMPORTED_FROM
-from kcp_shard_operator.core.backup.record import entries
+from kcp_shard_operator.core.backup.record import entries, target_of
 from kcp_shard_operator.core.backup.restore import (
     Phase,
     backup_entry,
@@ -94,6 +94,7 @@ def begin(
         None if imported is not None and shard.spec.is_root else installation,
         (status or {}).get("version"),
         external_etcd=not shard.spec.embedded_etcd,
+        bucket_target=shard.spec.backup is not None and shard.spec.backup.s3 is not None,
     )
     if why is not None or shard.spec.backup is None:
         return Restore(None, refused(name, why or "spec.backup is not set", now))
@@ -106,22 +107,38 @@ def begin(
     if imported is not None:
         origin = imported[IMPORTED_FROM]
         record["message"] = (
-            f"backup {name} imported from its manifest on PersistentVolumeClaim "
-            f"{imported['claim']} (taken of Shard {origin['namespace']}/{origin['name']}); "
+            f"backup {name} imported from its manifest on {target_of(imported)} (taken of "
+            f"Shard {origin['namespace']}/{origin['name']}); "
             f"{record['message']}"
         )
     return Restore(None, record, imported)
 
 
 def _import(ctx: Context, shard: Shard, name: str, logger: Logger) -> JSON | str | None:
-    """The entry of backup ``name`` read from its manifest on the backup claim through a
-    running backup sidecar of the shard; why it cannot be used (the refusal's message); None
-    while no sidecar runs to read it (the next pass looks again)."""
+    """The entry of backup ``name`` read from its manifest on the backup target (the claim,
+    or the bucket under the spec's prefix) through a running backup sidecar of the shard; why
+    it cannot be used (the refusal's message); None while no sidecar runs to read it (the next
+    pass looks again)."""
     backup = shard.spec.backup
     assert backup is not None
-    claim = backup.claim_ref.name
-    command = manifest.read(name)
-    where = f"{command[-1].removeprefix(BACKUP_MOUNT + '/')} on PersistentVolumeClaim {claim}"
+    found_at: JSON | None = None
+    if backup.s3 is not None:
+        file = manifest.manifest_path(f"{name}.db")
+        key = s3.object_key(backup.s3, shard.namespace, shard.name, file)
+        command = s3.cat(backup.s3, key)
+        where = s3.location(backup.s3.bucket, key)
+        db = key.removesuffix(manifest.SUFFIX) + ".db"
+        found_at = {
+            "bucket": backup.s3.bucket,
+            "key": db,
+            "location": s3.location(backup.s3.bucket, db),
+        }
+        claim = None
+    else:
+        assert backup.claim_ref is not None
+        claim = backup.claim_ref.name
+        command = manifest.read(name)
+        where = f"{command[-1].removeprefix(BACKUP_MOUNT + '/')} on PersistentVolumeClaim {claim}"
     ready = sorted(
         str(pod["metadata"]["name"]) for pod in pods(ctx, shard) if backup_container_ready(pod)
     )
@@ -138,7 +155,7 @@ def _import(ctx: Context, shard: Shard, name: str, logger: Logger) -> JSON | str
             f"read ({(ran.stderr or ran.stdout).strip()[-200:]}): nothing done"
         )
     try:
-        return manifest.parse(ran.stdout, name, claim)
+        return manifest.parse(ran.stdout, name, claim, found_at)
     except manifest.ManifestError as err:
         return f"the manifest {where} of backup {name!r} cannot be used: {err}; nothing done"
 

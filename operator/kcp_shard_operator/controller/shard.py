@@ -8,7 +8,7 @@ from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.backup import (
     backup_conditions,
     start_due,
-    target_claim,
+    target_found,
     with_outcome,
     written,
 )
@@ -170,7 +170,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
             for api, kind, _ in CHILD_KINDS
         }
         secrets = read_secrets(ctx, namespace, shard.spec.secret_names)
-        backup_claim = target_claim(ctx, shard)
+        backup_target_found = target_found(ctx, shard)
     except APIError as err:
         seen = Observation(
             deployment=None, error=f"reading: {error_message(err)}", error_reason=API_ERROR
@@ -205,7 +205,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
         classes,
         secrets.keys,
         cache,
-        backup_claim_found=backup_claim is not None,
+        backup_claim_found=backup_target_found,
         waiting_for_backups=backups_missing,
         restoring=restore.phase,
     )
@@ -252,7 +252,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
             f"{kind} {_child_name(shard, kind)}" for kind in serving if observed.get(kind) is None
         ],
         extra_conditions=[
-            *backup_conditions(ctx, shard, backup_claim),
+            *backup_conditions(ctx, shard, backup_target_found),
             *restore_conditions(shard, restore),
         ],
     )
@@ -267,7 +267,7 @@ def _reconcile(ctx: Context, namespace: str, name: str, logger: Logger) -> str |
     written(ctx, shard, recorded)
     if restore.phase is None:
         start_due(
-            ctx, shard, obj, status, backup_claim, shard_pods, upgrade_to,
+            ctx, shard, obj, status, backup_target_found, shard_pods, upgrade_to,
             backup_gate(seen.health), logger, again,
             installation_of(shard.spec.is_root, status, None if root is None else root.status),
         )  # fmt: skip

@@ -31,7 +31,7 @@ def test_the_table_lists_each_shards_backups_newest_first() -> None:
         "KCP",
         "SIZE",
         "KEYS",
-        "CLAIM",
+        "TARGET",
         "PATH",
         "IMPORTED-FROM",
     ]
@@ -86,3 +86,15 @@ def test_restore_prints_each_phase_of_its_request_once_as_the_status_records_it(
         "root: Done: restored\n",
     ]
     assert all(line.split("s  ", 1)[0].strip().isdigit() for line in printed)
+
+
+def test_a_backup_in_a_bucket_shows_the_bucket_and_its_key() -> None:
+    key = "ns/root/root-20261207T120000Z.db"
+    entry = {
+        "name": "root-20261207T120000Z",
+        "path": "root/root-20261207T120000Z.db",
+        "bucket": "kcp-backups",
+        "key": key,
+    }
+    line = table(rows([{"metadata": {"name": "root"}, "status": {"backups": [entry]}}]))
+    assert line.splitlines()[1].split()[-3:] == ["s3://kcp-backups", key, "-"]

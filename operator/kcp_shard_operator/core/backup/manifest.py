@@ -88,10 +88,12 @@ def read(name: str) -> list[str]:
     return [BUSYBOX, "cat", f"{BACKUP_MOUNT}/{manifest_path(backup_path(shard_of(name), name))}"]
 
 
-def parse(text: str, name: str, claim: str) -> JSON:
+def parse(text: str, name: str, claim: str | None, found_at: JSON | None = None) -> JSON:
     """The ``status.backups`` entry the manifest ``text`` of backup ``name`` describes, on the
-    backup claim ``claim`` now, marked :data:`IMPORTED_FROM` its Shard; :class:`ManifestError`
-    naming the field it cannot use."""
+    backup claim ``claim`` now (or, ``claim`` None, in the bucket and at the key ``found_at``
+    names: :func:`~kcp_shard_operator.core.backup.s3.entry_fields`' bucket, key, location),
+    marked :data:`IMPORTED_FROM` its Shard; :class:`ManifestError` naming the field it cannot
+    use."""
     try:
         found = json.loads(text)
     except ValueError as err:
@@ -127,7 +129,15 @@ def parse(text: str, name: str, claim: str) -> JSON:
         if field in entry:
             _text(entry, field, "backup")
     origin = {field: shard[field] for field in ("name", "namespace", "uid")}
-    return {**entry, "claim": claim, IMPORTED_FROM: origin}
+    if claim is None:
+        where = {**(found_at or {})}
+        return {
+            **{k: v for k, v in entry.items() if k != "claim"},
+            **where,
+            IMPORTED_FROM: origin,
+        }
+    kept = {k: v for k, v in entry.items() if k not in ("bucket", "key", "location")}
+    return {**kept, "claim": claim, IMPORTED_FROM: origin}
 
 
 def _object(found: JSON, field: str) -> JSON:

@@ -88,6 +88,21 @@ def upgrade_backup(status: JSON | None, upgrade_to: str) -> JSON | None:
     return None
 
 
+def on_target(entry: JSON, backup: BackupSpec) -> bool:
+    """Whether backup ``entry`` lies on the target ``backup`` names now: an object of its
+    bucket, or a file of a claim (retention acts on those only; the others stay listed)."""
+    if backup.s3 is not None:
+        return bool(entry.get("key")) and entry.get("bucket") == backup.s3.bucket
+    return not entry.get("key")
+
+
+def target_of(entry: JSON) -> str:
+    """Where backup ``entry`` lies, as a human reads it."""
+    if entry.get("location"):
+        return str(entry["location"])
+    return f"PersistentVolumeClaim {entry.get('claim')}"
+
+
 def expired(backups: list[JSON], retention: RetentionSpec, now: datetime.datetime) -> list[JSON]:
     """The backups retention deletes: beyond the newest ``keep``, or older than
     ``maxAgeDays``; never the newest one. Backups taken before a minor upgrade do not count
@@ -205,7 +220,7 @@ def condition_of(outcome: Outcome) -> Condition:
         SUCCEEDED,
         f"backup {entry.get('name')} ({outcome.request.trigger.value}){source} verified: "
         f"{entry.get('keys')} keys at revision {entry.get('revision')}, {entry.get('size')} "
-        f"bytes on PersistentVolumeClaim {entry.get('claim')}{removed}",
+        f"bytes {'at' if entry.get('location') else 'on'} {target_of(entry)}{removed}",
     )
 
 
@@ -232,7 +247,8 @@ def status_schema() -> JSON:
         "backups": {
             "type": "array",
             "description": "The verified backups of the shard, newest first: when, why, the "
-            "kcp version and data UID they were taken with, where they lie (claim and path), "
+            "kcp version and data UID they were taken with, where they lie (claim and path, or "
+            "bucket and key), "
             "their size and sha256, and what etcdutl snapshot status read from them.",
             "items": {
                 "type": "object",
@@ -260,6 +276,16 @@ def status_schema() -> JSON:
                     },
                     "claim": text,
                     "path": text,
+                    "bucket": {
+                        "type": "string",
+                        "description": "The bucket (spec.backup.s3) holding the backup.",
+                    },
+                    "key": {"type": "string", "description": "Its object key in the bucket."},
+                    "location": {
+                        "type": "string",
+                        "description": "s3://<bucket>/<key>: where the backup lies.",
+                    },
+                    "uploadSeconds": {"type": "number"},
                     "size": number,
                     "sha256": text,
                     "etcdHash": number,

@@ -78,11 +78,14 @@ def refusal(
     installation: str | None = None,
     running: str | None = None,
     external_etcd: bool = False,
+    bucket_target: bool = False,
 ) -> str | None:
     """Why the shard may not be restored from backup ``name``, or None. ``installation``:
     what names the installation the shard belongs to now (:func:`installation_of`);
     ``running``: the kcp the shard runs (``status.version``); ``external_etcd``: the shard
-    runs on spec.etcd.endpoints, an etcd the operator does not run and cannot restore."""
+    runs on spec.etcd.endpoints, an etcd the operator does not run and cannot restore;
+    ``bucket_target``: spec.backup names a bucket (the restore Job reads the backup from the
+    target the spec names now)."""
     if external_etcd:
         return (
             f"the shard runs on an external etcd (spec.etcd.endpoints), which the operator "
@@ -97,6 +100,13 @@ def refusal(
         )
     if not on_claim:
         return "the shard does not keep its embedded etcd on its claim: nothing to restore into"
+    if bool(entry.get("key")) != bucket_target:
+        kept = f"in {entry.get('location')}" if entry.get("key") else "on a claim"
+        named = "a bucket (spec.backup.s3)" if bucket_target else "a claim (spec.backup.claimRef)"
+        return (
+            f"backup {name} lies {kept}, and spec.backup names {named}: the restore reads "
+            "the backup from the target the spec names; set it back to restore; nothing done"
+        )
     recorded = entry.get("installation")
     if recorded and installation and recorded != installation:
         return (

@@ -201,16 +201,32 @@ def sha256_of(answer: str) -> str:
     return digest
 
 
-def room_for(database: int, available: int, claim: str) -> Failure | None:
-    """Why a snapshot of ``database`` bytes does not fit into ``available`` bytes, or None."""
+CLAIM_ADVICE = "grow the claim or lower spec.backup.retention.keep"
+SCRATCH = "the backup sidecar's scratch volume (an emptyDir, on the node's disk)"
+"""Where a snapshot bound for a bucket is written and verified before it is uploaded."""
+SCRATCH_ADVICE = "free space on the node's disk: the snapshot is uploaded from there"
+
+
+def volume_of(claim: str | None) -> tuple[str, str]:
+    """The volume a snapshot is written to and what to do when it is full: the claim
+    ``claim``, or the scratch volume of a bucket target (``claim`` None)."""
+    if claim is None:
+        return SCRATCH, SCRATCH_ADVICE
+    return f"PersistentVolumeClaim {claim}", CLAIM_ADVICE
+
+
+def room_for(database: int, available: int, claim: str | None) -> Failure | None:
+    """Why a snapshot of ``database`` bytes does not fit into ``available`` bytes of the claim
+    ``claim`` (None: the scratch volume of a bucket target), or None."""
     needed = int(database * HEADROOM)
     if available >= needed:
         return None
+    volume, advice = volume_of(claim)
     return Failure(
         VOLUME_FULL,
-        f"PersistentVolumeClaim {claim} has {_mib(available)} free, a snapshot of this shard's "
+        f"{volume} has {_mib(available)} free, a snapshot of this shard's "
         f"etcd ({_mib(database)}) needs {_mib(needed)}: no snapshot taken, no backup deleted; "
-        "grow the claim or lower spec.backup.retention.keep",
+        f"{advice}",
     )
 
 
@@ -229,13 +245,13 @@ def unverified(found: Facts | None, problem: str | None, path: str) -> Failure |
     )
 
 
-def failed_save(output: str, claim: str) -> Failure:
-    """What a failed ``etcdctl snapshot save`` means."""
+def failed_save(output: str, claim: str | None) -> Failure:
+    """What a failed ``etcdctl snapshot save`` means (``claim`` as for :func:`room_for`)."""
     text = output.strip()[-400:]
     if "no space left" in text:
         return Failure(
             VOLUME_FULL,
-            f"PersistentVolumeClaim {claim} filled up during the snapshot ({text}); the partial "
+            f"{volume_of(claim)[0]} filled up during the snapshot ({text}); the partial "
             "file was removed, no backup deleted",
         )
     return Failure(SNAPSHOT_FAILED, f"etcdctl snapshot save failed: {text}")

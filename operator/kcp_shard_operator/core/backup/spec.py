@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kcp_shard_operator.core.api.model import SpecError, field
-from kcp_shard_operator.core.api.refs import LocalObjectRef
+from kcp_shard_operator.core.api.refs import CASecretKeyRef, LocalObjectRef
 from kcp_shard_operator.core.backup.schedule import CronError, parse_cron
 
 BACKUP_ANNOTATION = "kcpshard.dev/backup"
@@ -38,9 +38,60 @@ class RetentionSpec:
     )
 
 
+S3_ENDPOINT_PATTERN = r"^https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9.-]+)(:[0-9]{1,5})?/?$"
+S3_BUCKET_PATTERN = r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$"
+ACCESS_KEY_ID = "accessKeyID"
+SECRET_ACCESS_KEY = "secretAccessKey"
+
+
+@dataclass(frozen=True)
+class S3Target:
+    """An S3-compatible bucket that receives the snapshots (AWS S3, SeaweedFS, Ceph RGW...).
+
+    The keys and the CA are read by the backup sidecar and the restore Job, which mount them;
+    the operator itself never reads them."""
+
+    endpoint: str = field(
+        "endpoint",
+        "URL of the S3 API: https://host[:port] (http:// only for a store inside the cluster), "
+        "e.g. https://s3.eu-west-1.amazonaws.com.",
+        pattern=S3_ENDPOINT_PATTERN,
+    )
+    bucket: str = field(
+        "bucket",
+        "Bucket (made by you; the operator never makes or deletes one).",
+        pattern=S3_BUCKET_PATTERN,
+    )
+    credentials_secret_ref: LocalObjectRef = field(
+        "credentialsSecretRef",
+        f"Secret (same namespace, made by you) with the keys {ACCESS_KEY_ID} and "
+        f"{SECRET_ACCESS_KEY}; mounted into the backup sidecar and the restore Job.",
+    )
+    prefix: str | None = field(
+        "prefix",
+        "Key prefix of this shard's objects, without a trailing /. Unset: <namespace>/<shard "
+        "name>.",
+        default=None,
+        pattern=r"^[^/\s]([^\s]*[^/\s])?$",
+        maxLength=512,
+    )
+    region: str | None = field(
+        "region", "Region of the bucket. Unset: the store's default.", default=None, minLength=1
+    )
+    ca_secret_ref: CASecretKeyRef | None = field(
+        "caSecretRef",
+        "CA bundle that signed the endpoint's certificate. Unset: the public roots.",
+        default=None,
+    )
+
+    def prefix_of(self, namespace: str, shard: str) -> str:
+        return self.prefix if self.prefix is not None else f"{namespace}/{shard}"
+
+
 @dataclass(frozen=True)
 class BackupSpec:
-    """Snapshots of the shard's etcd, verified, into a PersistentVolumeClaim: the embedded one,
+    """Snapshots of the shard's etcd, verified, into a PersistentVolumeClaim or an S3 bucket
+    (one of claimRef and s3): the embedded one,
     or the external etcd of spec.etcd through one healthy endpoint (the whole etcd, whatever
     key prefixes share it; the operator restores only an embedded etcd).
 
@@ -49,11 +100,19 @@ class BackupSpec:
     restarts. Removing the block removes the sidecar (another rollout); the claim and its
     backups stay."""
 
-    claim_ref: LocalObjectRef = field(
+    claim_ref: LocalObjectRef | None = field(
         "claimRef",
         "PersistentVolumeClaim (same namespace, made by you) that receives the snapshots, "
         "under <shard name>/; the operator never deletes it. Several Shards may share one on a "
-        "ReadWriteMany volume, or on a ReadWriteOnce volume when their pods share a node.",
+        "ReadWriteMany volume, or on a ReadWriteOnce volume when their pods share a node. "
+        "Set this or s3.",
+        default=None,
+    )
+    s3: S3Target | None = field(
+        "s3",
+        "An S3-compatible bucket that receives the snapshots (each verified in the sidecar, "
+        "then uploaded with its sha256). Set this or claimRef.",
+        default=None,
     )
     schedule: str | None = field(
         "schedule",
@@ -83,8 +142,14 @@ class BackupSpec:
 
 
 def check_backup(backup: BackupSpec | None) -> None:
-    """What the schema cannot say: the schedule is cron syntax."""
-    if backup is None or backup.schedule is None:
+    """What the schema cannot say: one target, and the schedule is cron syntax."""
+    if backup is None:
+        return
+    if (backup.claim_ref is None) == (backup.s3 is None):
+        raise SpecError(
+            "spec.backup", "set exactly one target: claimRef (a PersistentVolumeClaim) or s3"
+        )
+    if backup.schedule is None:
         return
     try:
         parse_cron(backup.schedule)

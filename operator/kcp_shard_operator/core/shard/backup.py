@@ -11,6 +11,7 @@ pod Pending and the shard down; without it the pod stays as it is and ``BackedUp
 from __future__ import annotations
 
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup import s3
 from kcp_shard_operator.core.backup.snapshot import (
     BACKUP_MOUNT,
     BUSYBOX,
@@ -18,6 +19,7 @@ from kcp_shard_operator.core.backup.snapshot import (
     embedded_etcd,
     external_etcd,
 )
+from kcp_shard_operator.core.backup.spec import BackupSpec
 from kcp_shard_operator.core.kcp.podtemplate import container_security_context
 from kcp_shard_operator.core.shard.args import ETCD_TLS_DIRECTORY, ETCD_TLS_VOLUME, ROOT_DIRECTORY
 from kcp_shard_operator.core.shard.health import DATA_LOST, Failure, Health
@@ -43,15 +45,61 @@ def etcd_of(shard: Shard) -> Etcd:
     return external_etcd(etcd.endpoints, ETCD_TLS_DIRECTORY if etcd.tls_secret_ref else None)
 
 
+def target_volumes(backup: BackupSpec) -> list[JSON]:
+    """The volumes of the backup target: the claim; or, for a bucket, a scratch volume the
+    snapshot is verified on before it is uploaded (and downloaded to before a restore), the
+    keys' Secret and the CA's. Both Secrets are optional: a missing one leaves the pod as it
+    is, and s3copy's failure names it in ``BackedUp``."""
+    if backup.s3 is None:
+        assert backup.claim_ref is not None
+        return [{"name": VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_ref.name}}]
+    target = backup.s3
+    volumes: list[JSON] = [
+        {"name": VOLUME, "emptyDir": {}},
+        {
+            "name": s3.CREDENTIALS_VOLUME,
+            "secret": {"secretName": target.credentials_secret_ref.name, "optional": True},
+        },
+    ]
+    if target.ca_secret_ref is not None:
+        volumes.append(
+            {
+                "name": s3.CA_VOLUME,
+                "secret": {"secretName": target.ca_secret_ref.name, "optional": True},
+            }
+        )
+    return volumes
+
+
+def target_mounts(backup: BackupSpec, read_only: bool = False) -> list[JSON]:
+    """Where :func:`target_volumes` are mounted (``read_only``: the claim, in a restore Job)."""
+    claim: JSON = {"name": VOLUME, "mountPath": BACKUP_MOUNT}
+    if backup.s3 is None:
+        return [{**claim, "readOnly": True} if read_only else claim]
+    mounts = [
+        claim,
+        {"name": s3.CREDENTIALS_VOLUME, "mountPath": s3.CREDENTIALS_MOUNT, "readOnly": True},
+    ]
+    if backup.s3.ca_secret_ref is not None:
+        mounts.append({"name": s3.CA_VOLUME, "mountPath": s3.CA_MOUNT, "readOnly": True})
+    return mounts
+
+
 def sidecar_mounts(shard: Shard, data_volume: str) -> list[JSON]:
     """What the sidecar mounts: kcp's root directory read-only (the embedded etcd's client
-    certificates), or the external etcd's client TLS Secret read-only, and the backup claim."""
-    claim = {"name": VOLUME, "mountPath": BACKUP_MOUNT}
+    certificates), or the external etcd's client TLS Secret read-only, and the backup target
+    (:func:`target_mounts`)."""
+    backup = shard.spec.backup
+    assert backup is not None
+    target = target_mounts(backup)
     if shard.spec.embedded_etcd:
-        return [{"name": data_volume, "mountPath": ROOT_DIRECTORY, "readOnly": True}, claim]
+        return [{"name": data_volume, "mountPath": ROOT_DIRECTORY, "readOnly": True}, *target]
     if shard.spec.etcd.tls_secret_ref is None:
-        return [claim]
-    return [{"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIRECTORY, "readOnly": True}, claim]
+        return target
+    return [
+        {"name": ETCD_TLS_VOLUME, "mountPath": ETCD_TLS_DIRECTORY, "readOnly": True},
+        *target,
+    ]
 
 
 def with_backup_sidecar(pod_spec: JSON, shard: Shard, data_volume: str) -> None:
@@ -71,9 +119,7 @@ def with_backup_sidecar(pod_spec: JSON, shard: Shard, data_volume: str) -> None:
             "volumeMounts": sidecar_mounts(shard, data_volume),
         }
     )
-    pod_spec["volumes"].append(
-        {"name": VOLUME, "persistentVolumeClaim": {"claimName": backup.claim_ref.name}}
-    )
+    pod_spec["volumes"].extend(target_volumes(backup))
 
 
 def backup_container_ready(pod: JSON) -> bool:

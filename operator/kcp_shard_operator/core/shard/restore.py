@@ -1,25 +1,30 @@
 """The Job that restores a Shard's embedded etcd from one of its backups (pure).
 
 It runs on the backup image with the shard's claim and the backup claim, while the shard is
-stopped: the backup's sha256 checked against the status, ``etcdutl snapshot restore`` into a
-directory beside etcd's, then the member directories swapped (the replaced one kept as
-``member.before-restore-<time>``). The member name and peer URL are those of kcp's embedded
-etcd (``default``, ``https://localhost:2380``), so kcp starts on the restored data as it is.
+stopped (a backup in a bucket is first downloaded to a scratch volume, its sha256 checked
+against the object's metadata): the backup's sha256 checked against the status, ``etcdutl
+snapshot restore`` into a directory beside etcd's, then the member directories swapped (the
+replaced one kept as ``member.before-restore-<time>``). The member name and peer URL are those
+of kcp's embedded etcd (``default``, ``https://localhost:2380``), so kcp starts on the restored
+data as it is.
 """
 
 from __future__ import annotations
 
 import hashlib
+import shlex
 
 from kcp_shard_operator.core.api.meta import stamped
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.backup import s3
 from kcp_shard_operator.core.backup.snapshot import BACKUP_MOUNT, BUSYBOX, ETCDUTL
+from kcp_shard_operator.core.backup.spec import BackupSpec
 from kcp_shard_operator.core.kcp.podtemplate import (
     container_security_context,
     pod_security_context,
 )
 from kcp_shard_operator.core.shard.args import ROOT_DIRECTORY
-from kcp_shard_operator.core.shard.backup import ETCD_DIRECTORY
+from kcp_shard_operator.core.shard.backup import ETCD_DIRECTORY, target_mounts, target_volumes
 from kcp_shard_operator.core.shard.claim import claim_name
 from kcp_shard_operator.core.shard.meta import metadata
 from kcp_shard_operator.core.shard.names import child_name
@@ -37,10 +42,22 @@ def restore_job_name(shard: Shard, backup: str, started: str) -> str:
     return f"{child_name(shard)}-restore-{digest}"
 
 
-def restore_script(path: str, sha256: str) -> str:
+def download(backup: BackupSpec, entry: JSON) -> list[str]:
+    """The lines that fetch a backup kept in a bucket to the Job's scratch volume (none for a
+    claim's): s3copy checks the sha256 of the object's metadata, the script then the status's."""
+    if backup.s3 is None or not entry.get("key"):
+        return []
+    path = str(entry["path"])
+    directory = f"{BACKUP_MOUNT}/{path.rpartition('/')[0]}"
+    fetch = s3.get(backup.s3, str(entry.get("bucket") or backup.s3.bucket), str(entry["key"]), path)
+    return [f"{BUSYBOX} mkdir -p {shlex.quote(directory)}", shlex.join(fetch)]
+
+
+def restore_script(path: str, sha256: str, fetch: list[str] | None = None) -> str:
     backup = f"{BACKUP_MOUNT}/{path}"
     return "\n".join(
         [
+            *(fetch or []),
             f"cd {ETCD_DIRECTORY}",
             f'echo "{sha256}  {backup}" | {BUSYBOX} sha256sum -c -',
             f"{BUSYBOX} rm -rf restore.tmp",
@@ -65,12 +82,12 @@ def restore_job(shard: Shard, root_name: str | None, entry: JSON, name: str) -> 
             BUSYBOX,
             "sh",
             "-ec",
-            restore_script(str(entry["path"]), str(entry["sha256"])),
+            restore_script(str(entry["path"]), str(entry["sha256"]), download(backup, entry)),
         ],
         "securityContext": container_security_context(),
         "volumeMounts": [
             {"name": "data", "mountPath": ROOT_DIRECTORY},
-            {"name": "backups", "mountPath": BACKUP_MOUNT, "readOnly": True},
+            *target_mounts(backup, read_only=True),
         ],
     }
     return stamped(
@@ -96,10 +113,7 @@ def restore_job(shard: Shard, root_name: str | None, entry: JSON, name: str) -> 
                                 "name": "data",
                                 "persistentVolumeClaim": {"claimName": claim_name(shard)},
                             },
-                            {
-                                "name": "backups",
-                                "persistentVolumeClaim": {"claimName": backup.claim_ref.name},
-                            },
+                            *target_volumes(backup),
                         ],
                     },
                 },
