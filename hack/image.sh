@@ -7,7 +7,8 @@
 #   hack/image.sh kcp-patch       the image of the patch release of make e2e-patch-upgrade
 #   hack/image.sh kcp-next        the image of the newest kcp that builds (KCP_NEXT_VERSION)
 #   hack/image.sh kube-router     kube-router's NetworkPolicy firewall for the kind tests
-#   hack/image.sh backup          the backup sidecar: etcdctl, etcdutl (ETCD_VERSION), busybox
+#   hack/image.sh backup          the backup sidecar: etcdctl, etcdutl (ETCD_VERSION), busybox, s3copy
+#   hack/image.sh s3              SeaweedFS's weed (SEAWEEDFS_VERSION): the S3 store of the S3 backup test
 #   hack/image.sh names           print the image names, one a line
 #   hack/image.sh load CLUSTER    load those that are built into the kind cluster CLUSTER
 #
@@ -140,8 +141,9 @@ cmd_kcp_next() {
 }
 
 # The backup sidecar of Shards with spec.backup (the default spec.backup.image): FROM scratch,
-# etcdctl and etcdutl of the pinned etcd from their Go modules, and Debian's static busybox
-# (its sh, df, stat, sha256sum, rm) from the kind node's storage helper image.
+# etcdctl and etcdutl of the pinned etcd from their Go modules, Debian's static busybox
+# (its sh, df, stat, sha256sum, rm) from the kind node's storage helper image, and s3copy
+# (hack/s3copy: the uploader of the S3 target).
 cmd_backup() {
   local context c tag="${BACKUP_IMAGE:-kcp-shard-operator-backup:${ETCD_VERSION}}"
   local helper="${PREFIX}/local-path-helper:busybox-${DEBIAN_SUITE}"
@@ -152,11 +154,31 @@ cmd_backup() {
   mkdir -p "${context}/tmp"
   chmod 1777 "${context}/tmp"
   cp "${ETCDCTL_BINARY}" "${ETCDUTL_BINARY}" "${context}/"
+  (cd "${HACK_DIR}/s3copy" && CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local \
+    go build -trimpath -ldflags "-s -w" -o "${context}/s3copy" .)
   c="$(docker create "${helper}" /bin/busybox true)"
   docker cp -L "${c}:/bin/busybox" "${context}/busybox" >/dev/null
   docker rm -v "${c}" >/dev/null
   printf '%s\n' 'FROM scratch' 'COPY tmp /tmp' 'COPY etcdctl /etcdctl' 'COPY etcdutl /etcdutl' \
-    'COPY busybox /busybox' 'USER 65532:65532' 'ENTRYPOINT ["/busybox"]' >"${context}/Dockerfile"
+    'COPY busybox /busybox' 'COPY s3copy /s3copy' 'USER 65532:65532' 'ENTRYPOINT ["/busybox"]' \
+    >"${context}/Dockerfile"
+  docker build -q -t "${tag}" "${context}" >/dev/null
+  rm -rf "${context}"
+  log "built ${tag}"
+}
+
+# SeaweedFS's weed, FROM scratch: the S3-compatible store the S3 backup test runs in the
+# cluster (tests/kind/test_backup_s3.py). Its data directory and /tmp are volumes.
+cmd_s3() {
+  local context tag="${S3_IMAGE:-${PREFIX}/seaweedfs:${SEAWEEDFS_VERSION##*-}}"
+  "${HACK_DIR}/tools.sh" build seaweedfs >&2
+  load_tools
+  context="$(mktemp -d)"
+  mkdir -p "${context}/tmp"
+  chmod 1777 "${context}/tmp"
+  cp "${WEED_BINARY}" "${context}/weed"
+  printf '%s\n' 'FROM scratch' 'COPY tmp /tmp' 'COPY weed /weed' 'USER 65532:65532' \
+    'ENTRYPOINT ["/weed"]' >"${context}/Dockerfile"
   docker build -q -t "${tag}" "${context}" >/dev/null
   rm -rf "${context}"
   log "built ${tag}"
@@ -188,6 +210,7 @@ cmd_names() {
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}"
   echo "${BACKUP_IMAGE:-kcp-shard-operator-backup:${ETCD_VERSION}}"
+  echo "${S3_IMAGE:-${PREFIX}/seaweedfs:${SEAWEEDFS_VERSION##*-}}"
 }
 
 cmd_load() {
@@ -206,7 +229,8 @@ case "${1:-}" in
   kcp-next) "${HACK_DIR}/kind.sh" check && cmd_kcp_next ;;
   kube-router) "${HACK_DIR}/kind.sh" check && cmd_kube_router ;;
   backup) "${HACK_DIR}/kind.sh" check && cmd_backup ;;
+  s3) "${HACK_DIR}/kind.sh" check && cmd_s3 ;;
   names) cmd_names ;;
   load) cmd_load "$2" ;;
-  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | kube-router | backup | names | load CLUSTER" >&2; exit 2 ;;
+  *) echo "usage: $0 operator | kcp | kcp-upgrade | kcp-patch | kcp-next | kube-router | backup | s3 | names | load CLUSTER" >&2; exit 2 ;;
 esac

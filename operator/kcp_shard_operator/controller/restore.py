@@ -116,15 +116,17 @@ def begin(
 
 def _import(ctx: Context, shard: Shard, name: str, logger: Logger) -> JSON | str | None:
     """The entry of backup ``name`` read from its manifest on the backup target (the claim,
-    or the bucket under the spec's prefix) through a running backup sidecar of the shard; why
+    or the bucket under the spec's prefix, by default that of the Shard the backup was taken
+    of) through a running backup sidecar of the shard; why
     it cannot be used (the refusal's message); None while no sidecar runs to read it (the next
     pass looks again)."""
     backup = shard.spec.backup
     assert backup is not None
     found_at: JSON | None = None
     if backup.s3 is not None:
+        # Under the prefix of the Shard the backup was taken of (its name says which).
         file = manifest.manifest_path(f"{name}.db")
-        key = s3.object_key(backup.s3, shard.namespace, shard.name, file)
+        key = s3.object_key(backup.s3, shard.namespace, manifest.shard_of(name), file)
         command = s3.cat(backup.s3, key)
         where = s3.location(backup.s3.bucket, key)
         db = key.removesuffix(manifest.SUFFIX) + ".db"

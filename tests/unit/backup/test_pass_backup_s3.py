@@ -13,6 +13,7 @@ import pytest
 
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.backup import s3
+from kcp_shard_operator.core.backup.manifest import manifest
 from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
 from kcp_shard_operator.core.backup.spec import S3Target
 from kcp_shard_operator.kube.client import Ran
@@ -20,6 +21,7 @@ from tests.conftest import NO_PKI, make, shard_object
 from tests.fake_kube import Effects, FakeKube, context, run, settle, watched
 from tests.unit.backup.test_pass_backup import DIGEST, NOW, Sidecar, annotate, pod
 from tests.unit.backup.test_pass_restore import up_to_the_job
+from tests.unit.backup.test_pass_restore_new_shard import pod_of
 from tests.unit.controller.test_pass import condition, status
 
 TARGET: JSON = {
@@ -29,6 +31,7 @@ TARGET: JSON = {
 }
 BACKUP: dict[str, Any] = {"s3": TARGET, "retention": {"keep": 2}}
 KEY = "ns/root/root-20261207T110700Z.db"
+BUCKET_NAME = "kcp-backups"
 
 
 @dataclass
@@ -257,3 +260,53 @@ def test_a_backup_on_a_claim_is_not_restored_while_the_spec_names_a_bucket() -> 
     assert condition(kube, "root", "Restored") == ("False", "RestoreRefused")
     assert "lies on a claim" in status(kube, "root")["restore"]["message"]
     assert not [key for key in kube.objects if key[0] == "Job"]
+
+
+def test_a_shard_made_again_imports_a_backup_from_its_manifest_in_the_bucket() -> None:
+    """root-2 seeded from root's backup: the manifest read under root's default prefix."""
+    taken = {
+        "name": "root-20261207T110700Z",
+        "time": "2026-12-07T11:07:00Z",
+        "trigger": "OnDemand",
+        "kcpVersion": "0.34.0",
+        "path": "root/root-20261207T110700Z.db",
+        "bucket": BUCKET_NAME,
+        "key": KEY,
+        "location": f"s3://{BUCKET_NAME}/{KEY}",
+        "sha256": "ab" * 32,
+        "size": 10,
+        "revision": 520,
+        "keys": 271,
+    }
+    described = json.dumps(manifest(taken, "root", "ns", "uid-old-root"))
+    ran: list[list[str]] = []
+
+    def sidecar(namespace: str, pod: str, container: str, command: list[str]) -> Ran:
+        ran.append(command)
+        key = "ns/root/root-20261207T110700Z.json"
+        if command[0] == s3.S3COPY and command[-2:] == ["cat", key]:
+            return Ran(0, described, "")
+        return Ran(1, "", "unexpected")
+
+    obj = shard_object("root-2", **NO_PKI, backup=BACKUP)
+    obj["metadata"]["annotations"] = {RESTORE_ANNOTATION: taken["name"]}
+    kube = FakeKube({**obj, "status": {"dataUID": "uid-of-the-empty-etcd"}})
+    kube.containers = sidecar
+    ctx = context(kube)
+    settle(ctx, kube, "root-2")
+    watched(ctx, pod_of(obj))
+    run(ctx, "root-2")
+    assert len(ran) == 1
+    (imported,) = status(kube, "root-2")["backups"]
+    assert "claim" not in imported
+    assert {k: imported[k] for k in ("bucket", "key", "location")} == {
+        "bucket": BUCKET_NAME,
+        "key": KEY,
+        "location": f"s3://{BUCKET_NAME}/{KEY}",
+    }
+    assert imported["importedFrom"]["name"] == "root"
+    record = status(kube, "root-2")["restore"]
+    assert record["phase"] == "Stopping"
+    assert record["message"].startswith(
+        f"backup root-20261207T110700Z imported from its manifest on s3://{BUCKET_NAME}/{KEY} "
+    )
