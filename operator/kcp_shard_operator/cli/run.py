@@ -140,7 +140,8 @@ patches kopf's peering objects (not with --standalone)
   with --identity-cache-cleanup and --kcp-checks, in kcp: deletes the stale \
 apiexport-identity-cache ConfigMap of upgraded non-root shards
   in the backup sidecar of Shards with spec.backup (pods/exec): etcd snapshots onto the claim \
-spec.backup.claimRef names, and the removal of those retention lets go
+spec.backup.claimRef names or uploaded to the bucket of spec.backup.s3 (with keys the sidecar \
+mounts), and the removal of those retention lets go
   serves /healthz on --liveness-port and /metrics on --metrics-port; logs on stderr
 exit codes:
   0  stopped

@@ -93,7 +93,8 @@ class Metrics:
         self.backups = Counter(
             f"{PREFIX}_backups",
             "Backups attempted, by trigger (OnDemand, Scheduled) and outcome (Succeeded, or "
-            "the reason of the failure: VolumeFull, VerificationFailed, SnapshotFailed, DataLost).",
+            "the reason of the failure: VolumeFull, VerificationFailed, SnapshotFailed, DataLost; "
+            "with a bucket TargetNotFound, AccessDenied, CredentialsNotFound, UploadFailed).",
             ["trigger", "outcome"],
             registry=registry,
         )

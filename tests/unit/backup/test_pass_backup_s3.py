@@ -310,3 +310,14 @@ def test_a_shard_made_again_imports_a_backup_from_its_manifest_in_the_bucket() -
     assert record["message"].startswith(
         f"backup root-20261207T110700Z imported from its manifest on s3://{BUCKET_NAME}/{KEY} "
     )
+
+
+def test_the_keys_secret_is_neither_read_nor_reported_missing() -> None:
+    """The Secret is the pod's business: optional, never read by the operator, and its absence
+    is no Degraded SecretNotFound (the backup says it, CredentialsNotFound)."""
+    kube = FakeKube(shard())
+    ctx = context(kube)
+    settle(ctx, kube, "root")
+    assert ("get", "Secret", "s3-keys") not in kube.calls
+    degraded = [c for c in status(kube, "root")["conditions"] if c["type"] == "Degraded"]
+    assert all("s3-keys" not in c["message"] for c in degraded), degraded

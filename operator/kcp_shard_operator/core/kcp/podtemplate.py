@@ -162,8 +162,15 @@ class Pod:
 
 
 def secret_names(pod_spec: JSON) -> list[str]:
-    """Names of the Secrets a pod spec mounts, sorted."""
-    return sorted({v["secret"]["secretName"] for v in pod_spec.get("volumes", []) if "secret" in v})
+    """Names of the Secrets a pod spec needs, sorted: not those of optional volumes (the keys
+    of an S3 backup target), which the pod starts without and the operator never reads."""
+    return sorted(
+        {
+            v["secret"]["secretName"]
+            for v in pod_spec.get("volumes", [])
+            if "secret" in v and not v["secret"].get("optional")
+        }
+    )
 
 
 def revisions_digest(pod_spec: JSON, revisions: Mapping[str, str]) -> str:
