@@ -3,13 +3,15 @@
 SeaweedFS (``weed server -s3``, Apache-2.0, built from its Go module by ``hack/image.sh s3``)
 runs as a Deployment in the test's namespace, with an S3 identity whose keys the Shards'
 Secret holds. root (with a FrontProxy, on the operator's own PKI) and shard-1, both with
-``spec.backup.s3`` from the start; workspaces and objects on both. A backup of each is taken
-on demand (``kcp-shard-operator backup``) from the running shard, verified, uploaded; the
-objects are then listed and stat'ed through the S3 API (``s3copy list``/``stat`` in the
+``spec.backup.s3`` from the start; workspaces and objects on both, and ``BACKUP_WORKSPACES``
+(default 100) more workspaces in root. A backup of each is taken on demand
+(``kcp-shard-operator backup``) from the running shard, verified, uploaded; the objects are
+then listed and stat'ed through the S3 API (``s3copy list``/``stat`` in the
 sidecar): the key and the sha256 the status records, with the manifest beside it. A workspace
 is made after the backup; the root is restored from its object (``kcp-shard-operator
 restore``: the Job downloads it, checks its sha256, restores): every object made before it is
-back with its UID and content, the later workspace gone, root Ready and DataVerified=True.
+back with its UID and content (every workspace of root with its UID), the later workspace
+gone, root Ready and DataVerified=True.
 Last, spec.backup.s3.bucket names a bucket that does not exist: the backup asked for fails
 with ``BackedUp=False TargetNotFound`` naming the field, nothing in the real bucket is deleted,
 the status keeps its backups and the shard's pod runs on untouched. The figures (upload and
@@ -50,6 +52,7 @@ from .kind import (
     pods,
     shard_object,
 )
+from .test_backup import WORKSPACES, _more_workspaces
 
 pytestmark = [pytest.mark.e2e, pytest.mark.kind]
 
@@ -269,7 +272,12 @@ def test_backups_go_to_a_real_s3_store_and_the_root_comes_back_from_one(
         root_admin = admin_kubeconfig(kind_cluster, ns, "root", tmp_path)
         with shard_apis(kind_cluster, ns, root_admin, SHARDS, front) as apis:
             data = KcpData.create(apis, tmp_path / "data-checks.txt", prefix="s3")
+            figures["workspaces"] = WORKSPACES
+            figures["workspaces made in seconds"] = round(
+                _more_workspaces(apis["root"], WORKSPACES), 1
+            )
             uids = _workspace_uids(apis["root"])
+            assert len(uids) >= WORKSPACES
             recorded = shard_object(kind_cluster, ns, "root")["status"]["dataUID"]
 
             # A backup of each shard, on demand, from the running pod, into the bucket.

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from kcp_shard_operator.core.api.meta import VERSION_ANNOTATION
 from kcp_shard_operator.core.api.model import JSON, SpecError
 from kcp_shard_operator.core.backup import s3
 from kcp_shard_operator.core.backup.manifest import manifest
@@ -18,7 +19,7 @@ from kcp_shard_operator.core.backup.restore import RESTORE_ANNOTATION
 from kcp_shard_operator.core.backup.spec import S3Target
 from kcp_shard_operator.kube.client import Ran
 from tests.conftest import NO_PKI, make, shard_object
-from tests.fake_kube import Effects, FakeKube, context, run, settle, watched
+from tests.fake_kube import Effects, FakeKube, context, respec, run, settle, watched
 from tests.unit.backup.test_pass_backup import DIGEST, NOW, Sidecar, annotate, pod
 from tests.unit.backup.test_pass_restore import up_to_the_job
 from tests.unit.backup.test_pass_restore_new_shard import pod_of
@@ -321,3 +322,22 @@ def test_the_keys_secret_is_neither_read_nor_reported_missing() -> None:
     assert ("get", "Secret", "s3-keys") not in kube.calls
     degraded = [c for c in status(kube, "root")["conditions"] if c["type"] == "Degraded"]
     assert all("s3-keys" not in c["message"] for c in degraded), degraded
+
+
+def test_a_minor_upgrade_waits_for_its_backup_in_the_bucket() -> None:
+    bucket = Bucket()
+    ctx, kube, _ = running(bucket, shard_object(**NO_PKI, backup=BACKUP, version="0.27.1"))
+    respec(ctx, kube, "root", version="0.28.0")
+    run(ctx, "root")
+    assert condition(kube, "root", "Progressing") == ("False", "WaitingForBackups")
+    assert bucket.verbs() == ["check", "put", "put"]
+    run(ctx, "root")
+    (entry,) = status(kube, "root")["backups"]
+    assert (entry["trigger"], entry["upgradeTo"], entry["bucket"]) == (
+        "BeforeUpgrade",
+        "0.28",
+        "kcp-backups",
+    )
+    run(ctx, "root")
+    template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
+    assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
