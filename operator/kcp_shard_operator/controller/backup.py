@@ -304,10 +304,13 @@ class _Sidecar:
         finally:
             self._exec(snapshot.remove([path]), "rm")
         if answer.sha256 != digest:
+            # Not a backup to list: the object it wrote goes, no other.
+            self._exec(s3.delete(target, target.bucket, [key]), "s3copy delete")
             raise StepError(
                 Failure(
                     s3.UPLOAD_FAILED,
-                    f"s3copy put read sha256 {answer.sha256} of {path}, sha256sum {digest}",
+                    f"s3copy put read sha256 {answer.sha256} of {path}, sha256sum {digest}: "
+                    "the object was deleted, no backup listed",
                 )
             )
         return s3.entry_fields(target.bucket, key, answer)

@@ -341,3 +341,17 @@ def test_a_minor_upgrade_waits_for_its_backup_in_the_bucket() -> None:
     run(ctx, "root")
     template = kube.objects[("Deployment", "ns", "root-kcp")]["spec"]["template"]
     assert template["metadata"]["annotations"][VERSION_ANNOTATION] == "0.28.0"
+
+
+def test_an_upload_whose_digest_differs_is_deleted_and_not_listed() -> None:
+    """The file changed between sha256sum and the upload: the object goes, no backup listed."""
+    bucket = Bucket()
+    bucket.tools.answers["sha256sum"] = Ran(0, f"{'cd' * 32}  /backups/x\n", "")
+    ctx, kube, _ = running(bucket)
+    annotate(ctx, kube, "first")
+    run(ctx, "root")
+    run(ctx, "root")
+    assert bucket.verbs() == ["check", "put", "delete"]
+    assert bucket.objects == {}
+    assert condition(kube, "root", "BackedUp") == ("False", "UploadFailed")
+    assert "backups" not in status(kube, "root")
