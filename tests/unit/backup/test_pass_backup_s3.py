@@ -229,6 +229,21 @@ def test_exactly_one_target_is_asked_for(backup: JSON) -> None:
         make(shard_object(**NO_PKI, backup=backup))
 
 
+@pytest.mark.parametrize(
+    ("change", "field"),
+    [
+        ({"endpoint": "ftp://weed.store"}, "spec.backup.s3.endpoint"),
+        ({"bucket": "Kcp_Backups"}, "spec.backup.s3.bucket"),
+        ({"prefix": "/ns/root/"}, "spec.backup.s3.prefix"),
+        ({"credentialsSecretRef": None}, "spec.backup.s3.credentialsSecretRef"),
+    ],
+)
+def test_a_bad_field_of_the_bucket_is_named(change: JSON, field: str) -> None:
+    target = {k: v for k, v in {**TARGET, **change}.items() if v is not None}
+    with pytest.raises(SpecError, match=rf"^{field}: "):
+        make(shard(s3=target))
+
+
 def test_the_prefix_defaults_to_the_namespace_and_shard() -> None:
     def target(**fields: str) -> S3Target:
         backup = make(shard(s3={**TARGET, **fields})).spec.backup
@@ -355,3 +370,26 @@ def test_an_upload_whose_digest_differs_is_deleted_and_not_listed() -> None:
     assert bucket.objects == {}
     assert condition(kube, "root", "BackedUp") == ("False", "UploadFailed")
     assert "backups" not in status(kube, "root")
+
+
+def test_a_region_and_a_ca_reach_s3copy_and_the_ca_is_mounted() -> None:
+    obj = shard(s3={**TARGET, "region": "eu-west-1", "caSecretRef": {"name": "store-ca"}})
+    backup = make(obj).spec.backup
+    assert backup is not None
+    assert backup.s3 is not None
+    assert s3.check(backup.s3) == [
+        "/s3copy",
+        "--endpoint=http://weed.store:8333",
+        "--bucket=kcp-backups",
+        "--credentials=/s3/credentials",
+        "--region=eu-west-1",
+        "--ca-file=/s3/ca/ca.crt",
+        "check",
+    ]
+    kube = FakeKube(obj)
+    run(context(kube), "root")
+    spec = pod_spec(kube)
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["s3-ca"]["secret"] == {"secretName": "store-ca", "optional": True}
+    mounts = {m["name"]: m["mountPath"] for m in spec["containers"][1]["volumeMounts"]}
+    assert mounts["s3-ca"] == s3.CA_MOUNT
