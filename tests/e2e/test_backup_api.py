@@ -81,3 +81,47 @@ def test_the_sidecar_comes_with_its_claim_and_a_bad_schedule_is_named(
 
     wait_for(invalid, 30, "Degraded naming spec.backup.schedule")
     assert containers(kubectl, namespace, "db") == ["kcp", "backup"]
+
+
+S3 = {
+    "endpoint": "https://s3.eu-west-1.amazonaws.com",
+    "bucket": "kcp-backups",
+    "region": "eu-west-1",
+    "credentialsSecretRef": {"name": "kcp-backup-s3"},
+}
+
+
+def test_the_crd_takes_a_bucket_and_refuses_a_bad_endpoint(
+    kubectl: Kubectl, namespace: str, crds: list[str]
+) -> None:
+    apply(kubectl, namespace, shard("s3", "0.34.0", backup={"s3": S3}))
+    assert get(kubectl, namespace, "shard", "s3")["spec"]["backup"]["s3"] == S3
+    bad = shard("bad", "0.34.0", backup={"s3": {**S3, "endpoint": "ftp://store"}})
+    with pytest.raises(KubectlError, match=r"spec\.backup\.s3\.endpoint"):
+        apply(kubectl, namespace, bad)
+
+
+def test_a_bucket_adds_the_sidecar_at_once_its_keys_unread_and_two_targets_are_named(
+    operator_process: OperatorProcess, kubectl: Kubectl, namespace: str
+) -> None:
+    """No claim to wait for: the sidecar comes with the block, mounting the keys' Secret (which
+    does not exist: optional, never read, no SecretNotFound); both targets: Degraded naming
+    spec.backup, the Deployment as it was."""
+    apply(kubectl, namespace, shard("db", "0.34.0", backup={"s3": S3}))
+    wait_ready(kubectl, namespace, "db", "0.34.0")
+    assert containers(kubectl, namespace, "db") == ["kcp", "backup"]
+    volumes = get(kubectl, namespace, "deployment", "db-kcp")["spec"]["template"]["spec"]
+    keys = next(v for v in volumes["volumes"] if v["name"] == "s3-credentials")
+    assert keys["secret"] == {"secretName": "kcp-backup-s3", "optional": True, "defaultMode": 420}
+    degraded = condition(get(kubectl, namespace, "shard", "db"), "Degraded")
+    assert degraded.get("status") == "False", degraded
+    before = get(kubectl, namespace, "deployment", "db-kcp")["metadata"]["generation"]
+
+    patch_spec(kubectl, namespace, "db", {"backup": {"s3": S3, **BACKUP}})
+
+    def refused() -> bool:
+        found = condition(get(kubectl, namespace, "shard", "db"), "Degraded")
+        return "spec.backup: set exactly one target" in str(found.get("message"))
+
+    wait_for(refused, 30, "Degraded naming spec.backup")
+    assert get(kubectl, namespace, "deployment", "db-kcp")["metadata"]["generation"] == before
