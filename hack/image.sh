@@ -170,7 +170,7 @@ cmd_backup() {
 # SeaweedFS's weed, FROM scratch: the S3-compatible store the S3 backup test runs in the
 # cluster (tests/kind/test_backup_s3.py). Its data directory and /tmp are volumes.
 cmd_s3() {
-  local context tag="${S3_IMAGE:-${PREFIX}/seaweedfs:${SEAWEEDFS_VERSION##*-}}"
+  local context tag="${PREFIX}/seaweedfs:${SEAWEEDFS_VERSION##*-}"
   "${HACK_DIR}/tools.sh" build seaweedfs >&2
   load_tools
   context="$(mktemp -d)"
@@ -210,7 +210,6 @@ cmd_names() {
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_PATCH_VERSION}"
   echo "${KCP_IMAGE_REPOSITORY}:${KCP_NEXT_VERSION}"
   echo "${BACKUP_IMAGE:-kcp-shard-operator-backup:${ETCD_VERSION}}"
-  echo "${S3_IMAGE:-${PREFIX}/seaweedfs:${SEAWEEDFS_VERSION##*-}}"
 }
 
 cmd_load() {

@@ -36,7 +36,7 @@ from kcp_shard_operator.core.backup.spec import DEFAULT_BACKUP_IMAGE
 from testkit.kcpapi import ShardAPI
 from testkit.kcpdata import OWNER, OWNER_ANNOTATION, WORKSPACES_PATH, KcpData
 from testkit.kube import Cluster, shard_ready
-from testkit.tools import HACK, log, run_visible
+from testkit.tools import HACK, log, pinned_version, run_visible
 from testkit.wait import wait_for
 
 from .durability import CLI, RESULTS, admin_kubeconfig, front_proxy_kubeconfig, shard_apis
@@ -45,7 +45,6 @@ from .kind import (
     OLD,
     condition_of,
     describe_failure,
-    image_names,
     kcp_image,
     kcp_namespace,
     kcp_object,
@@ -71,7 +70,9 @@ BACKUP_TIMEOUT = 300
 
 
 def _store_image() -> str:
-    return next(name for name in image_names() if "/seaweedfs:" in name)
+    """The image of ``hack/image.sh s3`` (not among ``image.sh names``: no other test loads it)."""
+    commit = pinned_version("SEAWEEDFS_VERSION").rsplit("-", 1)[-1]
+    return f"kcp-shard-operator-kind/seaweedfs:{commit}"
 
 
 @pytest.fixture
