@@ -69,7 +69,8 @@ def patches(point: Point, shards: list[JSON], set_version: bool) -> dict[str, JS
         belongs = installation_of(name == point.root, status, root_status)
         running = (status or {}).get("version")
         external = bool((specs[name].get("etcd") or {}).get("endpoints"))
-        why = refusal(status, str(entry["name"]), version, True, belongs, running, external)
+        bucket = bool((specs[name].get("backup") or {}).get("s3"))
+        why = refusal(status, str(entry["name"]), version, True, belongs, running, external, bucket)
         if why is not None:
             raise PointError(f"{name}: {why}")
         body: JSON = {"metadata": {"annotations": {RESTORE_ANNOTATION: entry["name"]}}}

@@ -106,6 +106,21 @@ def test_a_shard_on_an_external_etcd_is_refused_before_anything_is_written() -> 
         patches(chosen(installation, "root", []), installation, set_version=True)
 
 
+def test_backups_in_a_bucket_are_asked_for_and_one_on_another_target_is_refused() -> None:
+    """Each Shard's backup is read from the target its spec names now."""
+    in_bucket = [shard("root", None, "0.28.0"), shard("shard-1", "root", "0.28.0")]
+    for obj in in_bucket:
+        obj["spec"]["backup"] = {"s3": {"bucket": "kcp-backups"}}
+        entry = obj["status"]["backups"][0]
+        entry.update(bucket="kcp-backups", key=f"ns/{entry['name']}.db",
+                     location=f"s3://kcp-backups/ns/{entry['name']}.db")  # fmt: skip
+    asked = patches(chosen(in_bucket, "root", []), in_bucket, set_version=False)
+    assert set(asked) == {"root", "shard-1"}
+    in_bucket[1]["spec"]["backup"] = {"claimRef": {"name": "kcp-backups"}}
+    with pytest.raises(PointError, match=r"^shard-1: backup shard-1-b lies in s3://kcp-backups/"):
+        patches(chosen(in_bucket, "root", []), in_bucket, set_version=False)
+
+
 def test_progress_is_printed_once_the_operator_has_taken_the_restore_up() -> None:
     obj: JSON = {"status": {"restore": {"request": "old", "phase": "Done", "message": "m"}}}
     assert progress(obj, "b") is None
