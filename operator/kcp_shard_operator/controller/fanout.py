@@ -37,13 +37,8 @@ def dependents(ctx: Context, namespace: str, root_name: str) -> list[str]:
     """Shards of ``namespace`` whose spec.rootShardRef names ``root_name``."""
     return [
         item["metadata"]["name"]
-        for item in ctx.store.select(
-            SHARD_KIND,
-            namespace,
-            lambda item: (
-                ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
-            ),
-        )
+        for item in ctx.store.each(SHARD_KIND, namespace)
+        if ((item.get("spec") or {}).get("rootShardRef") or {}).get("name") == root_name
     ]
 
 
@@ -172,14 +167,9 @@ def shards_using_cache_server(ctx: Context, namespace: str, cache_server: str) -
     """Shards of ``namespace`` whose spec.cache.serverRef names ``cache_server``."""
     return [
         item["metadata"]["name"]
-        for item in ctx.store.select(
-            SHARD_KIND,
-            namespace,
-            lambda item: (
-                (((item.get("spec") or {}).get("cache") or {}).get("serverRef") or {}).get("name")
-                == cache_server
-            ),
-        )
+        for item in ctx.store.each(SHARD_KIND, namespace)
+        if (((item.get("spec") or {}).get("cache") or {}).get("serverRef") or {}).get("name")
+        == cache_server
     ]
 
 

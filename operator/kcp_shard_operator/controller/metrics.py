@@ -15,9 +15,7 @@ from prometheus_client.registry import Collector
 
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.store import Store
-from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.backup.record import parse_time
-from kcp_shard_operator.core.installation.census import census
+from kcp_shard_operator.core.installation.census import Backups, census
 
 PREFIX = "kcp_shard_operator"
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -136,10 +134,17 @@ class StoreCollector(Collector):
             "Objects the watch store holds, by kind (known absent ones included).",
             labels=["kind"],
         )
-        for kind, count in sorted(self.store.sizes().items()):
+        held = GaugeMetricFamily(
+            f"{PREFIX}_store_bytes",
+            "Bytes of the bodies the watch store keeps (compact JSON), by kind.",
+            labels=["kind"],
+        )
+        for kind, (count, kept) in sorted(self.store.sizes().items()):
             sizes.add_metric([kind], count)
+            held.add_metric([kind], kept)
         yield sizes
-        counted = census(self.store.every(SHARD_KIND))
+        yield held
+        counted = census(self.store.each(SHARD_KIND))
         yield _by_label(
             "shards", "Shards by the phase of their status.", "phase", counted.phases.items()
         )
@@ -162,11 +167,11 @@ class StoreCollector(Collector):
         for entry in counted.expiries:
             expiry.add_metric([entry.namespace, entry.shard, entry.secret], entry.not_after)
         yield expiry
-        yield from _backup_gauges(self.store.every(SHARD_KIND))
+        yield from _backup_gauges(counted.backups)
 
 
-def _backup_gauges(shards: Iterable[JSON]) -> Iterator[Metric]:
-    """The last verified backup of each Shard (status.backup, status.backups)."""
+def _backup_gauges(backups: Iterable[Backups]) -> Iterator[Metric]:
+    """The last verified backup of each Shard."""
     last = GaugeMetricFamily(
         f"{PREFIX}_backup_last_success_timestamp_seconds",
         "When the last verified backup of a Shard finished.",
@@ -182,16 +187,13 @@ def _backup_gauges(shards: Iterable[JSON]) -> Iterator[Metric]:
         "Verified backups of a Shard its status lists (after retention).",
         labels=["namespace", "shard"],
     )
-    for shard in shards:
-        meta, status = shard.get("metadata") or {}, shard.get("status") or {}
-        labels = [str(meta.get("namespace", "")), str(meta.get("name", ""))]
-        success = (status.get("backup") or {}).get("lastSuccessTime")
-        backups = status.get("backups") or []
-        if success:
-            last.add_metric(labels, parse_time(str(success)).timestamp())
-        if backups:
-            size.add_metric(labels, float(backups[0].get("size") or 0))
-            kept.add_metric(labels, len(backups))
+    for shard in backups:
+        labels = [shard.namespace, shard.shard]
+        if shard.last_success is not None:
+            last.add_metric(labels, shard.last_success)
+        if shard.newest_size is not None:
+            size.add_metric(labels, shard.newest_size)
+            kept.add_metric(labels, shard.kept)
     yield from (last, size, kept)
 
 

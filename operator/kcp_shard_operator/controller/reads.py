@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 from kcp_shard_operator.constants import (
@@ -126,12 +126,13 @@ def read_front_proxy(ctx: Context, namespace: str, name: str) -> JSON | None:
     return read(ctx, FRONT_PROXY_API_VERSION, FRONT_PROXY_KIND, namespace, name)
 
 
-def every(ctx: Context, kind: str, namespace: str) -> list[JSON]:
+def every(ctx: Context, kind: str, namespace: str) -> Iterator[JSON]:
     """Every object of the watched ``kind`` in ``namespace``, for a decision that needs all
-    of them: from the store once it holds a whole listing (:func:`listing`)."""
+    of them: from the store once it holds a whole listing (:func:`listing`), parsed one at a
+    time (a root's pass over a thousand Shards holds one Shard's body at a time)."""
     if not ctx.store.listed(kind, namespace):
         listing(ctx, kind, namespace)
-    return ctx.store.select(kind, namespace, lambda _: True)
+    return ctx.store.each(kind, namespace)
 
 
 def front_proxies(ctx: Context, namespace: str) -> list[FrontProxy]:

@@ -22,10 +22,17 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from kcp_shard_operator.constants import API_GROUP
+from kcp_shard_operator.constants import (
+    API_GROUP,
+    CACHE_SERVER_KIND,
+    FRONT_PROXY_KIND,
+    KUBECONFIG_KIND,
+    SHARD_KIND,
+    VIRTUAL_WORKSPACES_KIND,
+)
 from kcp_shard_operator.core.api.model import JSON
 
 TOMBSTONE_SECONDS = 300.0
@@ -34,6 +41,12 @@ late event about it to arrive."""
 
 Key = tuple[str, str]
 """(kind, namespace)."""
+
+OWN_KINDS = frozenset(
+    {SHARD_KIND, CACHE_SERVER_KIND, FRONT_PROXY_KIND, VIRTUAL_WORKSPACES_KIND, KUBECONFIG_KIND}
+)
+"""The operator's own kinds: nothing reads who set which of their fields, so their
+managedFields (often the larger part of a Shard with a long status) are not kept."""
 
 
 @dataclass(slots=True)
@@ -58,9 +71,12 @@ def trimmed(kind: str, body: JSON) -> JSON:
     (:func:`_secret_metadata`) and the names of its keys, and of a Pod what tells why it
     does not run (its labels, conditions and container states).
 
-    managedFields stay: they tell which fields another manager added by hand.
+    The managedFields of a child stay: they tell which fields another manager added by hand.
+    Those of the operator's own kinds (:data:`OWN_KINDS`) go.
     """
     meta = body.get("metadata") or {}
+    if kind in OWN_KINDS and "managedFields" in meta:
+        return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     if kind == "Secret":
         return {"metadata": _secret_metadata(meta), "keys": sorted(body.get("data") or {})}
     if kind == "Pod":
@@ -287,17 +303,19 @@ class Store:
             found = [entry.text for entry in objects.values() if entry.text is not None]
         return [body for body in map(_parsed, found) if keep(body)]
 
-    def every(self, kind: str) -> list[JSON]:
-        """Every cached object of ``kind``, in all namespaces."""
+    def each(self, kind: str, namespace: str | None = None) -> Iterator[JSON]:
+        """Every cached object of ``kind`` (in ``namespace``, or in all), parsed one at a time
+        as the caller asks for it: a caller that keeps little of each holds one body at a
+        time, not a thousand."""
         with self._lock:
             found = [
                 entry.text
-                for (held, _), objects in self._objects.items()
-                if held == kind
+                for (held, where), objects in self._objects.items()
+                if held == kind and namespace in (None, where)
                 for entry in objects.values()
                 if entry.text is not None
             ]
-        return [_parsed(text) for text in found]
+        return map(_parsed, found)
 
     def versions(self, kind: str, namespace: str) -> dict[str, int]:
         """The objects of ``kind`` in ``namespace`` the store holds, each with the store's
@@ -316,12 +334,15 @@ class Store:
                 if kind in wanted and any(entry.text is not None for entry in objects.values())
             }
 
-    def sizes(self) -> dict[str, int]:
-        """How many objects the store holds per kind, those known to be absent included."""
-        sizes: dict[str, int] = {}
+    def sizes(self) -> dict[str, tuple[int, int]]:
+        """Per kind, how many objects the store holds (those known to be absent included) and
+        the bytes of the bodies it keeps."""
+        sizes: dict[str, tuple[int, int]] = {}
         with self._lock:
             for (kind, _), objects in self._objects.items():
-                sizes[kind] = sizes.get(kind, 0) + len(objects)
+                count, held = sizes.get(kind, (0, 0))
+                kept = sum(len(entry.text or "") for entry in objects.values())
+                sizes[kind] = (count + len(objects), held + kept)
         return sizes
 
     def _prune(self) -> None:

@@ -11,7 +11,7 @@ from prometheus_client import generate_latest
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.metered import MeteredKube
 from kcp_shard_operator.core.api.model import JSON
-from kcp_shard_operator.core.installation.census import census, rollout_seconds, timestamp
+from kcp_shard_operator.core.installation.census import Backups, census, rollout_seconds, timestamp
 from kcp_shard_operator.identitycache.policy import Outcome, Result
 from tests.conftest import non_root_object, shard_object
 from tests.fake_kube import (
@@ -179,6 +179,7 @@ def test_a_scrape_shows_the_shards_by_phase_version_rollout_and_expiry() -> None
     expiry = 'kcp_shard_operator_certificate_expiry_timestamp_seconds{namespace="ns",'
     assert f'{expiry}secret="root-kcp-serving",shard="root"}}' in text
     assert 'kcp_shard_operator_store_objects{kind="Shard"} 2.0' in text
+    assert 'kcp_shard_operator_store_bytes{kind="Shard"}' in text
 
 
 def test_census_counts_what_statuses_say() -> None:
@@ -201,10 +202,18 @@ def test_census_counts_what_statuses_say() -> None:
             "status": {"phase": "Ready", "version": "1.0.0"},
         },
         {"metadata": {"name": "z", "namespace": "n"}},
+        {
+            "metadata": {"name": "b", "namespace": "n"},
+            "status": {
+                "backup": {"lastSuccessTime": "2026-01-02T00:00:00Z"},
+                "backups": [{"size": 2048}, {"size": 1024}],
+            },
+        },
     ]
-    counted = census(copy.deepcopy(shards))
-    assert counted.phases == {"Progressing": 1, "Ready": 1, "unknown": 1}
-    assert counted.versions == {"1.0.0": 1, "unknown": 2}
+    counted = census(iter(copy.deepcopy(shards)))
+    assert counted.phases == {"Progressing": 1, "Ready": 1, "unknown": 2}
+    assert counted.versions == {"1.0.0": 1, "unknown": 3}
+    assert counted.backups == [Backups("n", "b", timestamp("2026-01-02T00:00:00Z"), 2048.0, 2)]
     assert counted.rolling_out == 1
     assert [(e.shard, e.secret) for e in counted.expiries] == [("x", "a")]
     assert counted.expiries[0].not_after == timestamp("2027-01-01T00:00:00Z")

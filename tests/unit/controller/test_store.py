@@ -3,6 +3,7 @@ select reads one kind in one namespace."""
 
 from __future__ import annotations
 
+import json
 import random
 
 import pytest
@@ -77,6 +78,33 @@ def test_trimmed_keeps_of_a_secret_its_metadata_and_key_names_but_no_content() -
     deployment = obj("d", "4", spec={"replicas": 1})
     deployment["metadata"]["managedFields"] = [{"manager": "kubectl-edit"}]
     assert trimmed("Deployment", deployment) == deployment
+
+
+def test_the_operators_own_kinds_are_kept_without_their_managed_fields() -> None:
+    shard = obj("root", "4", spec={"version": "0.30.0"})
+    shard["metadata"]["managedFields"] = [{"manager": "kcp-shard-operator", "fieldsV1": {}}]
+    kept = trimmed("Shard", shard)
+    assert "managedFields" not in kept["metadata"]
+    assert kept["spec"] == shard["spec"]
+    assert kept["metadata"]["resourceVersion"] == "4"
+    assert "managedFields" in shard["metadata"]
+
+
+def test_each_parses_one_object_at_a_time_and_counts_the_bytes_it_keeps() -> None:
+    store = Store()
+    for name in ("a", "b"):
+        store.put("Shard", obj(name, "1"))
+    store.put(
+        "Shard", {**obj("c", "1"), "metadata": {**obj("c", "1")["metadata"], "namespace": "other"}}
+    )
+    store.not_found("Shard", "ns", "gone")
+    lazy = store.each("Shard", "ns")
+    assert not isinstance(lazy, list)
+    assert sorted(body["metadata"]["name"] for body in lazy) == ["a", "b"]
+    assert sorted(body["metadata"]["name"] for body in store.each("Shard")) == ["a", "b", "c"]
+    count, held = store.sizes()["Shard"]
+    assert count == 4
+    assert held == sum(len(json.dumps(b, separators=(",", ":"))) for b in store.each("Shard"))
 
 
 def test_select_filters_by_kind_namespace_and_predicate() -> None:
@@ -309,6 +337,6 @@ def test_tombstones_are_forgotten_after_a_while_so_the_store_stays_bounded() -> 
         store.deleted("Service", "ns", f"s{step}", f"u{step}", str(2 * step + 2))
         store.not_found("PodDisruptionBudget", "ns", f"p{step}")
     held = store.sizes()
-    assert held["Service"] <= 2 * TOMBSTONE_SECONDS
-    assert held["PodDisruptionBudget"] <= 2 * TOMBSTONE_SECONDS
+    assert held["Service"][0] <= 2 * TOMBSTONE_SECONDS
+    assert held["PodDisruptionBudget"][0] <= 2 * TOMBSTONE_SECONDS
     assert store.lookup("Service", "ns", "s999") == (True, None)

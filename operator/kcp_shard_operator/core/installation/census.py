@@ -30,13 +30,28 @@ class Expiry:
 
 
 @dataclass(frozen=True)
+class Backups:
+    """What a Shard's status says of its verified backups (status.backup, status.backups)."""
+
+    namespace: str
+    shard: str
+    last_success: float | None
+    """When the last verified backup finished, seconds since the epoch."""
+    newest_size: float | None
+    """Bytes of the newest backup the status lists."""
+    kept: int
+
+
+@dataclass(frozen=True)
 class Census:
-    """Shards by phase and by the kcp version rolled out, rollouts going on, certificates."""
+    """Shards by phase and by the kcp version rolled out, rollouts going on, certificates,
+    backups."""
 
     phases: Counter[str] = field(default_factory=Counter)
     versions: Counter[str] = field(default_factory=Counter)
     rolling_out: int = 0
     expiries: list[Expiry] = field(default_factory=list)
+    backups: list[Backups] = field(default_factory=list)
 
 
 def timestamp(text: object) -> float | None:
@@ -73,15 +88,29 @@ def rollout_seconds(before: JSON | None, finished_at: float) -> float | None:
     return max(0.0, finished_at - started)
 
 
+def _backups(namespace: str, name: str, status: JSON) -> Backups | None:
+    listed = status.get("backups") or []
+    success = timestamp((status.get("backup") or {}).get("lastSuccessTime"))
+    if success is None and not listed:
+        return None
+    size = float(listed[0].get("size") or 0) if listed else None
+    return Backups(namespace, name, success, size, len(listed))
+
+
 def census(shards: Iterable[JSON]) -> Census:
-    """Count ``shards`` (Shard objects, as the store keeps them)."""
+    """Count ``shards`` (Shard objects, as the store keeps them), in one pass: a caller may
+    hand them over one at a time."""
     phases: Counter[str] = Counter()
     versions: Counter[str] = Counter()
     rolling = 0
     expiries: list[Expiry] = []
+    backups: list[Backups] = []
     for shard in shards:
         meta = shard.get("metadata") or {}
         status = shard.get("status") or {}
+        backed_up = _backups(str(meta.get("namespace", "")), str(meta.get("name", "")), status)
+        if backed_up is not None:
+            backups.append(backed_up)
         phases[str(status.get("phase") or UNKNOWN)] += 1
         versions[str(status.get("version") or UNKNOWN)] += 1
         rolling += rolling_out(status)
@@ -96,4 +125,4 @@ def census(shards: Iterable[JSON]) -> Census:
                         not_after,
                     )
                 )
-    return Census(phases, versions, rolling, expiries)
+    return Census(phases, versions, rolling, expiries, backups)
