@@ -7,6 +7,7 @@ gauges are computed at scrape time from the watch store, so a scrape reads no AP
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -15,7 +16,7 @@ from prometheus_client.registry import Collector
 
 from kcp_shard_operator.constants import SHARD_KIND
 from kcp_shard_operator.controller.store import Store
-from kcp_shard_operator.core.installation.census import Backups, census
+from kcp_shard_operator.core.installation.census import Backups, Census, census
 
 PREFIX = "kcp_shard_operator"
 PASS_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
@@ -127,6 +128,17 @@ class StoreCollector(Collector):
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._counted: tuple[int, Census] | None = None
+        self._lock = threading.Lock()
+
+    def _census(self) -> Census:
+        """The census of the Shards, made again only when a Shard changed in the store: a
+        scrape of a quiet operator parses no Shard."""
+        with self._lock:
+            changes = self.store.changes(SHARD_KIND)
+            if self._counted is None or self._counted[0] != changes:
+                self._counted = (changes, census(self.store.each(SHARD_KIND)))
+            return self._counted[1]
 
     def collect(self) -> Iterator[Metric]:
         sizes = GaugeMetricFamily(
@@ -144,7 +156,7 @@ class StoreCollector(Collector):
             held.add_metric([kind], kept)
         yield sizes
         yield held
-        counted = census(self.store.each(SHARD_KIND))
+        counted = self._census()
         yield _by_label(
             "shards", "Shards by the phase of their status.", "phase", counted.phases.items()
         )

@@ -146,12 +146,14 @@ class Store:
         self._listed: set[Key] = set()
         self._doubted: dict[Key, int] = {}
         self._seq = 0
+        self._changes: dict[str, int] = {}
         self._clock = clock
         self._pruned_at = clock()
         self._lock = threading.Lock()
 
     def _write(self, kind: str, namespace: str, name: str, entry: _Entry | None) -> None:
         """Hold ``entry`` for the object (None: forget it); called with the lock held."""
+        self._changes[kind] = self._changes.get(kind, 0) + 1
         objects = self._objects.setdefault((kind, namespace), {})
         if entry is None:
             objects.pop(name, None)
@@ -333,6 +335,12 @@ class Store:
                 for (kind, namespace), objects in self._objects.items()
                 if kind in wanted and any(entry.text is not None for entry in objects.values())
             }
+
+    def changes(self, kind: str) -> int:
+        """How many times what the store holds of ``kind`` changed: the same number twice
+        means nothing of that kind changed in between (what is made of them may be kept)."""
+        with self._lock:
+            return self._changes.get(kind, 0)
 
     def sizes(self) -> dict[str, tuple[int, int]]:
         """Per kind, how many objects the store holds (those known to be absent included) and

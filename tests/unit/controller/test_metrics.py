@@ -4,12 +4,15 @@ scrape of the watch store shows."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterator
 from typing import Any
 
-from prometheus_client import generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 
 from kcp_shard_operator.controller.context import Context
 from kcp_shard_operator.controller.metered import MeteredKube
+from kcp_shard_operator.controller.metrics import StoreCollector
+from kcp_shard_operator.controller.store import Store
 from kcp_shard_operator.core.api.model import JSON
 from kcp_shard_operator.core.installation.census import Backups, census, rollout_seconds, timestamp
 from kcp_shard_operator.identitycache.policy import Outcome, Result
@@ -223,3 +226,31 @@ def test_census_counts_what_statuses_say() -> None:
     assert rollout_seconds({"phase": "Ready"}, start + 42) is None
     assert timestamp("yesterday") is None
     assert timestamp(None) is None
+
+
+class CountingStore(Store):
+    """A store that counts the listings of Shards it parses for a caller."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parsed: list[str] = []
+
+    def each(self, kind: str, namespace: str | None = None) -> Iterator[JSON]:
+        self.parsed.append(kind)
+        return super().each(kind, namespace)
+
+
+def test_a_scrape_parses_the_shards_again_only_after_one_changed() -> None:
+    store = CountingStore()
+    shard: JSON = {"metadata": {"name": "a", "namespace": "n", "resourceVersion": "1"}}
+    store.put("Shard", {**shard, "status": {"phase": "Progressing"}})
+    registry = CollectorRegistry()
+    registry.register(StoreCollector(store))
+    first = generate_latest(registry).decode()
+    assert generate_latest(registry).decode() == first
+    assert store.parsed == ["Shard"]
+    assert 'kcp_shard_operator_shards{phase="Progressing"} 1.0' in first
+    changed = {**shard, "metadata": {**shard["metadata"], "resourceVersion": "2"}}
+    store.put("Shard", {**changed, "status": {"phase": "Ready"}})
+    assert 'kcp_shard_operator_shards{phase="Ready"} 1.0' in generate_latest(registry).decode()
+    assert store.parsed == ["Shard", "Shard"]
