@@ -128,16 +128,16 @@ class StoreCollector(Collector):
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._counted: tuple[int, Census] | None = None
+        self._counted: tuple[int, list[Metric]] | None = None
         self._lock = threading.Lock()
 
-    def _census(self) -> Census:
-        """The census of the Shards, made again only when a Shard changed in the store: a
-        scrape of a quiet operator parses no Shard."""
+    def _shard_gauges(self) -> list[Metric]:
+        """The gauges of the Shards' census, made again only when a Shard changed in the
+        store: a scrape of a quiet operator parses no Shard and builds no sample again."""
         with self._lock:
             changes = self.store.changes(SHARD_KIND)
             if self._counted is None or self._counted[0] != changes:
-                self._counted = (changes, census(self.store.each(SHARD_KIND)))
+                self._counted = (changes, list(_census_gauges(census(self.store.each(SHARD_KIND)))))
             return self._counted[1]
 
     def collect(self) -> Iterator[Metric]:
@@ -156,30 +156,34 @@ class StoreCollector(Collector):
             held.add_metric([kind], kept)
         yield sizes
         yield held
-        counted = self._census()
-        yield _by_label(
-            "shards", "Shards by the phase of their status.", "phase", counted.phases.items()
-        )
-        yield _by_label(
-            "shards_running_version",
-            "Shards by the kcp version rolled out on every replica (status.version).",
-            "version",
-            counted.versions.items(),
-        )
-        yield GaugeMetricFamily(
-            f"{PREFIX}_rollouts_in_progress",
-            "Shards whose rollout is going on (Progressing RollingOut).",
-            value=counted.rolling_out,
-        )
-        expiry = GaugeMetricFamily(
-            f"{PREFIX}_certificate_expiry_timestamp_seconds",
-            "When each certificate the operator issued for a Shard expires (status.certificates).",
-            labels=["namespace", "shard", "secret"],
-        )
-        for entry in counted.expiries:
-            expiry.add_metric([entry.namespace, entry.shard, entry.secret], entry.not_after)
-        yield expiry
-        yield from _backup_gauges(counted.backups)
+        yield from self._shard_gauges()
+
+
+def _census_gauges(counted: Census) -> Iterator[Metric]:
+    """The Shards by phase, version and rollout, their certificates' expiry, their backups."""
+    yield _by_label(
+        "shards", "Shards by the phase of their status.", "phase", counted.phases.items()
+    )
+    yield _by_label(
+        "shards_running_version",
+        "Shards by the kcp version rolled out on every replica (status.version).",
+        "version",
+        counted.versions.items(),
+    )
+    yield GaugeMetricFamily(
+        f"{PREFIX}_rollouts_in_progress",
+        "Shards whose rollout is going on (Progressing RollingOut).",
+        value=counted.rolling_out,
+    )
+    expiry = GaugeMetricFamily(
+        f"{PREFIX}_certificate_expiry_timestamp_seconds",
+        "When each certificate the operator issued for a Shard expires (status.certificates).",
+        labels=["namespace", "shard", "secret"],
+    )
+    for entry in counted.expiries:
+        expiry.add_metric([entry.namespace, entry.shard, entry.secret], entry.not_after)
+    yield expiry
+    yield from _backup_gauges(counted.backups)
 
 
 def _backup_gauges(backups: Iterable[Backups]) -> Iterator[Metric]:
