@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import typing
 from typing import Any
 
 import pytest
@@ -156,3 +157,23 @@ def test_build_metadata_needs_an_image_tag() -> None:
         parse_shard(shard_object(version="0.34.0+build.1"), RELEASE)
     obj = shard_object(version="0.34.0+build.1", image={"tag": "v0.34.0-build.1"})
     assert parse_shard(obj, RELEASE).spec.image_ref.endswith(":v0.34.0-build.1")
+
+
+def test_a_models_type_hints_are_resolved_once_not_at_every_parse(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Resolving string annotations compiles each one: a thousand Shards parsed per resync
+    must not pay it a thousand times."""
+    resolved: list[type] = []
+    real = typing.get_type_hints
+
+    def counting(cls: type) -> dict[str, Any]:
+        resolved.append(cls)
+        return real(cls)
+
+    monkeypatch.setattr(typing, "get_type_hints", counting)
+    parse_shard(shard_object(), RELEASE)
+    first = len(resolved)
+    parse_shard(shard_object(), RELEASE)
+    assert len(resolved) == first
+    assert len(set(resolved)) == first

@@ -82,9 +82,16 @@ def schema_of(hint: Any) -> JSON:
     raise TypeError(f"no schema for {hint!r}")
 
 
-def _fields(cls: type) -> list[tuple[dataclasses.Field[Any], Any]]:
-    hints = typing.get_type_hints(cls)
-    return [(f, hints[f.name]) for f in dataclasses.fields(cls)]
+_RESOLVED: dict[type, tuple[tuple[dataclasses.Field[Any], Any], ...]] = {}
+
+
+def _fields(cls: type) -> tuple[tuple[dataclasses.Field[Any], Any], ...]:
+    """The fields of model ``cls`` with their resolved type hints, resolved once per class
+    (the annotations are strings: resolving them compiles each one again)."""
+    if cls not in _RESOLVED:
+        hints = typing.get_type_hints(cls)
+        _RESOLVED[cls] = tuple((f, hints[f.name]) for f in dataclasses.fields(cls))
+    return _RESOLVED[cls]
 
 
 def _required(f: dataclasses.Field[Any]) -> bool:
