@@ -15,6 +15,7 @@ import kopf
 from multidict import CIMultiDict
 from prometheus_client import start_http_server
 
+from kcp_shard_operator.cli.arenas import bound_malloc_arenas
 from kcp_shard_operator.cli.options import (
     add_cluster_options,
     add_deprecating_release_option,
@@ -265,6 +266,7 @@ def run(args: argparse.Namespace) -> int:
             f"error: context {cluster.context!r}: tls-server-name is not supported by run (kopf's "
             "watches cannot send it); use a server URL whose host the certificate names"
         )
+    bound_malloc_arenas()
     registry = kopf.OperatorRegistry()
     handlers.register(registry)
     kopf.on.login(registry=registry, id="login")(kopf_login(cluster))
