@@ -288,10 +288,17 @@ class ShardedKcp:
         """Restart the root shard after moving its etcd directory to ``aside``, as a pod does
         that comes back without its volume: certificates and the shard-admin token stay.
         Returns the seconds until ready."""
-        self.root.stop()
-        shutil.move(self.root.etcd_dir, aside)
-        self.root.start()
-        return self.wait_ready(self.root)
+        return self._restart_on_empty_etcd(self.root, aside)
+
+    def restart_shard_on_empty_etcd(self, aside: Path) -> float:
+        """:meth:`restart_root_on_empty_etcd` for ``shard-1``."""
+        return self._restart_on_empty_etcd(self.shard, aside)
+
+    def _restart_on_empty_etcd(self, process: KcpProcess, aside: Path) -> float:
+        process.stop()
+        shutil.move(process.etcd_dir, aside)
+        process.start()
+        return self.wait_ready(process)
 
     def restart_root_on(self, etcd: Path) -> float:
         """Restart the root shard on the etcd directory ``etcd`` (a restored backup)."""
