@@ -300,23 +300,18 @@ class Store:
 
     def select(self, kind: str, namespace: str, keep: Callable[[JSON], bool]) -> list[JSON]:
         """Cached objects of ``kind`` in ``namespace`` for which ``keep`` is true."""
-        with self._lock:
-            objects = self._objects.get((kind, namespace)) or {}
-            found = [entry.text for entry in objects.values() if entry.text is not None]
-        return [body for body in map(_parsed, found) if keep(body)]
+        return [body for body in self.each(kind, namespace) if keep(body)]
 
     def each(self, kind: str, namespace: str | None = None) -> Iterator[JSON]:
         """Every cached object of ``kind`` (in ``namespace``, or in all), parsed one at a time
         as the caller asks for it: a caller that keeps little of each holds one body at a
         time, not a thousand."""
         with self._lock:
-            found = [
-                entry.text
-                for (held, where), objects in self._objects.items()
-                if held == kind and namespace in (None, where)
-                for entry in objects.values()
-                if entry.text is not None
-            ]
+            if namespace is None:
+                held = [objects for (k, _), objects in self._objects.items() if k == kind]
+            else:
+                held = [self._objects.get((kind, namespace)) or {}]
+            found = [entry.text for objects in held for entry in objects.values() if entry.text]
         return map(_parsed, found)
 
     def versions(self, kind: str, namespace: str) -> dict[str, int]:
