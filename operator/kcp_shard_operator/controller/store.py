@@ -311,7 +311,12 @@ class Store:
                 held = [objects for (k, _), objects in self._objects.items() if k == kind]
             else:
                 held = [self._objects.get((kind, namespace)) or {}]
-            found = [entry.text for objects in held for entry in objects.values() if entry.text]
+            found = [
+                entry.text
+                for objects in held
+                for entry in objects.values()
+                if entry.text is not None
+            ]
         return map(_parsed, found)
 
     def versions(self, kind: str, namespace: str) -> dict[str, int]:
