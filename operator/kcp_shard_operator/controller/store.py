@@ -28,12 +28,14 @@ from dataclasses import dataclass
 from kcp_shard_operator.constants import (
     API_GROUP,
     CACHE_SERVER_KIND,
+    FIELD_MANAGER,
     FRONT_PROXY_KIND,
     KUBECONFIG_KIND,
     SHARD_KIND,
     VIRTUAL_WORKSPACES_KIND,
 )
 from kcp_shard_operator.core.api.model import JSON
+from kcp_shard_operator.core.rollout.drift import spec_field_managers
 
 TOMBSTONE_SECONDS = 300.0
 """How long an object known to be absent is remembered outside a listing: long enough for any
@@ -71,8 +73,9 @@ def trimmed(kind: str, body: JSON) -> JSON:
     (:func:`_secret_metadata`) and the names of its keys, and of a Pod what tells why it
     does not run (its labels, conditions and container states).
 
-    The managedFields of a child stay: they tell which fields another manager added by hand.
-    Those of the operator's own kinds (:data:`OWN_KINDS`) go.
+    Of a child's managedFields what tells which spec fields another manager added by hand
+    (:func:`spec_field_managers`) stays; those of the operator's own kinds
+    (:data:`OWN_KINDS`) go.
     """
     meta = body.get("metadata") or {}
     if kind in OWN_KINDS and "managedFields" in meta:
@@ -95,6 +98,10 @@ def trimmed(kind: str, body: JSON) -> JSON:
                 ],
             },
         }
+    if "managedFields" in meta:
+        rest = {k: v for k, v in meta.items() if k != "managedFields"}
+        managers = spec_field_managers(body, FIELD_MANAGER)
+        return {**body, "metadata": {**rest, "managedFields": managers} if managers else rest}
     return body
 
 

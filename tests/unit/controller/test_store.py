@@ -75,9 +75,41 @@ def test_trimmed_keeps_of_a_secret_its_metadata_and_key_names_but_no_content() -
         },
         "keys": ["token"],
     }
-    deployment = obj("d", "4", spec={"replicas": 1})
-    deployment["metadata"]["managedFields"] = [{"manager": "kubectl-edit"}]
-    assert trimmed("Deployment", deployment) == deployment
+
+
+def managed(manager: str, fields: JSON, subresource: str | None = None) -> JSON:
+    entry: JSON = {"manager": manager, "operation": "Apply", "fieldsV1": fields}
+    return {**entry, "subresource": subresource} if subresource else entry
+
+
+OPERATORS = managed(
+    "kcp-shard-operator",
+    {"f:metadata": {"f:labels": {"f:app": {}}}, "f:spec": {"f:replicas": {}}},
+)
+CONTROLLERS = [
+    managed("kube-controller-manager", {"f:metadata": {"f:annotations": {"f:revision": {}}}}),
+    managed("kube-controller-manager", {"f:status": {"f:replicas": {}}}, "status"),
+]
+
+
+def test_a_child_kept_with_only_the_operators_spec_fields_keeps_no_managed_fields() -> None:
+    deployment = obj("d", "4", spec={"replicas": 1}, status={"replicas": 1})
+    deployment["metadata"]["managedFields"] = [OPERATORS, *CONTROLLERS]
+    kept = trimmed("Deployment", deployment)
+    assert "managedFields" not in kept["metadata"]
+    assert (kept["spec"], kept["status"]) == (deployment["spec"], deployment["status"])
+    assert kept["metadata"]["resourceVersion"] == "4"
+    assert len(deployment["metadata"]["managedFields"]) == 3
+
+
+def test_a_child_edited_by_hand_keeps_every_managers_spec_fields() -> None:
+    edit = managed("kubectl-edit", {"f:metadata": {"f:labels": {}}, "f:spec": {"f:paused": {}}})
+    deployment = obj("d", "4", spec={"replicas": 1, "paused": True})
+    deployment["metadata"]["managedFields"] = [OPERATORS, *CONTROLLERS, edit]
+    assert trimmed("Deployment", deployment)["metadata"]["managedFields"] == [
+        {"manager": "kcp-shard-operator", "fieldsV1": {"f:spec": {"f:replicas": {}}}},
+        {"manager": "kubectl-edit", "fieldsV1": {"f:spec": {"f:paused": {}}}},
+    ]
 
 
 def test_the_operators_own_kinds_are_kept_without_their_managed_fields() -> None:

@@ -18,6 +18,7 @@ from kcp_shard_operator.core.rollout.drift import (
     contains,
     foreign_fields,
     replacement,
+    spec_field_managers,
 )
 from kcp_shard_operator.core.rollout.versions import held_at_running_version
 from kcp_shard_operator.core.shard.plan import plan
@@ -301,6 +302,8 @@ def test_foreign_fields(theirs: JSON, foreign: list[str]) -> None:
         }
     }
     assert foreign_fields(live, "kcp-shard-operator") == foreign
+    kept = {"metadata": {"managedFields": spec_field_managers(live, "kcp-shard-operator")}}
+    assert foreign_fields(kept, "kcp-shard-operator") == foreign
 
 
 def test_fields_added_by_hand_are_drift_even_when_the_rest_matches() -> None:

@@ -149,6 +149,22 @@ def foreign_fields(live: JSON, manager: str) -> list[str]:
     )
 
 
+def spec_field_managers(live: JSON, manager: str) -> list[JSON]:
+    """The part of ``live``'s managedFields that :func:`foreign_fields` reads: the entries on
+    the object itself (no subresource) that set spec fields, each with its ``f:spec`` set
+    alone; none when ``manager`` is the only one left, since no field is foreign then.
+
+    A Deployment's managedFields (the controller's status and revision annotation beside the
+    operator's whole pod template) are about a third of its body; the watch store keeps this.
+    """
+    entries = [
+        {"manager": entry.get("manager"), "fieldsV1": {"f:spec": spec}}
+        for entry in live.get("metadata", {}).get("managedFields") or []
+        if not entry.get("subresource") and (spec := (entry.get("fieldsV1") or {}).get("f:spec"))
+    ]
+    return entries if any(entry["manager"] != manager for entry in entries) else []
+
+
 # Allocated by the API server and immutable: a replace must carry them over.
 _ALLOCATED_SPEC_FIELDS = {"Service": ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy")}
 REPLACEABLE_KINDS = frozenset({"Deployment", "Service", "PodDisruptionBudget"})
