@@ -69,6 +69,10 @@ RESYNC_SECONDS = 30.0
 WATCH_INACTIVITY_SECONDS = 70.0
 """A watch that delivers nothing for this long, not even the API server's bookmark (one a
 minute), is taken for dead and reconnected (kopf's ``inactivity_timeout``)."""
+OBJECT_WORKER_IDLE_SECONDS = 1.0
+"""How long kopf keeps an object's worker task after its last event (kopf's ``idle_timeout``,
+5 s by default). An idle worker holds the last event's whole body (a Secret's with its keys):
+in a burst of thousands of events the default kept that many bodies 5 s longer."""
 PASS_WORKERS = 8
 """Passes over different objects that run at once."""
 BACKGROUND_WORKERS = 4
@@ -360,6 +364,7 @@ def configure(settings: kopf.OperatorSettings, memo: Any, **_: Any) -> None:
     settings.watching.server_timeout = 300
     settings.watching.inactivity_timeout = WATCH_INACTIVITY_SECONDS
     settings.networking.error_backoffs = [1, 2, 5, 10, 30]
+    settings.queueing.idle_timeout = OBJECT_WORKER_IDLE_SECONDS
     ctx.passes = pool("pass", PASS_WORKERS)
     ctx.background = pool("kcp", BACKGROUND_WORKERS)
     ctx.vanished = lambda kind, gone: vanished(ctx, kind, gone)

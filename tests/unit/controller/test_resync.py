@@ -10,7 +10,12 @@ from types import SimpleNamespace
 import kopf
 
 from kcp_shard_operator.controller.context import Context
-from kcp_shard_operator.controller.handlers import WATCH_INACTIVITY_SECONDS, configure, stop
+from kcp_shard_operator.controller.handlers import (
+    OBJECT_WORKER_IDLE_SECONDS,
+    WATCH_INACTIVITY_SECONDS,
+    configure,
+    stop,
+)
 from kcp_shard_operator.controller.watched import RELIST_GAP_SECONDS, Relists
 from kcp_shard_operator.core.api.model import JSON
 from testkit.wait import wait_for
@@ -127,6 +132,7 @@ def test_the_operator_starts_with_pools_a_watch_inactivity_timeout_and_the_gap_r
     configure(settings=settings, memo=SimpleNamespace(context=ctx))
     try:
         assert settings.watching.inactivity_timeout == WATCH_INACTIVITY_SECONDS
+        assert settings.queueing.idle_timeout == OBJECT_WORKER_IDLE_SECONDS < 5
         assert ctx.passes is not ctx.background
         assert ctx.vanished is not Context.vanished
         runs: list[str] = []
