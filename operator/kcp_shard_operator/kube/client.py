@@ -165,7 +165,8 @@ def error_message(err: BaseException) -> str:
     """The API server's own message for a refused call (never the request body)."""
     if isinstance(err, RefusedError):
         suffix = f": {err.message}" if err.message else ""
-        return f"{err.status} {err.reason}{suffix}"
+        head = f"{err.status} {err.reason}" if err.status else err.reason
+        return f"{head}{suffix}"
     return str(err)
 
 
@@ -284,6 +285,10 @@ class Ran:
 
 LOG_MAX_BYTES = 16 * 1024 * 1024
 """The most of a pod's log read at once."""
+IMPERSONATED_EXEC = (
+    "the kubeconfig's user impersonates ('as'), and the kubernetes library's websocket client "
+    "sends no Impersonate-* headers: the command would run as the user itself, so it is not run"
+)
 EXEC_TIMEOUT = 900.0
 """Seconds a command run in a container may take (a snapshot of a large etcd)."""
 
@@ -422,6 +427,8 @@ class Kube:
         to the library's websocket client directly: its ``CoreV1Api`` would cost the operator
         21 MiB of imports for this one path."""
         credentials = self._http.credentials
+        if credentials.impersonation:
+            raise RefusedError(0, "pods/exec cannot impersonate", IMPERSONATED_EXEC)
         url = credentials.configuration.host + path_of("v1", "Pod", namespace, pod) + "/exec"
         query: list[tuple[str, str | list[str]]] = [
             ("container", container),

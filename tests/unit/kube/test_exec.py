@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.client import Kube, RefusedError
+from kcp_shard_operator.kube.client import Kube, RefusedError, error_message
 
 TOKEN = "t0k-exec"
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -104,12 +104,12 @@ def exec_server() -> Iterator[ExecServer]:
     listener.close()
 
 
-def kube_for(tmp_path: Path, server: str) -> Kube:
+def kube_for(tmp_path: Path, server: str, **user: object) -> Kube:
     config = {
         "current-context": "ctx",
         "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
         "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": TOKEN}}],
+        "users": [{"name": "u", "user": {"token": TOKEN, **user}}],
     }
     (tmp_path / "kc").write_text(yaml.safe_dump(config))
     return Kube(credentials.load(str(tmp_path / "kc")))
@@ -148,6 +148,19 @@ def test_a_refused_exec_is_a_refusal(exec_server: ExecServer, tmp_path: Path) ->
     exec_server.status = 403
     with pytest.raises(RefusedError, match="403"):
         kube_for(tmp_path, exec_server.url).run_in_container("ns", "p", "c", ["true"])
+
+
+def test_an_impersonating_user_is_refused_without_a_request(
+    exec_server: ExecServer, tmp_path: Path
+) -> None:
+    """The library's websocket client would drop the Impersonate-* headers and run the command
+    as the user itself."""
+    kube = kube_for(tmp_path, exec_server.url, **{"as": "alice"})
+    with pytest.raises(RefusedError) as refused:
+        kube.run_in_container("ns", "p", "c", ["true"])
+    assert error_message(refused.value).startswith("pods/exec cannot impersonate: ")
+    assert "\n" not in error_message(refused.value)
+    assert exec_server.requests == []
 
 
 def test_the_client_does_not_load_the_librarys_generated_core_api() -> None:
