@@ -289,6 +289,7 @@ IMPERSONATED_EXEC = (
     "the kubeconfig's user impersonates ('as'), and the kubernetes library's websocket client "
     "sends no Impersonate-* headers: the command would run as the user itself, so it is not run"
 )
+"""Why ``pods/exec`` is refused to a kubeconfig user with ``as``."""
 EXEC_TIMEOUT = 900.0
 """Seconds a command run in a container may take (a snapshot of a large etcd)."""
 
@@ -422,10 +423,10 @@ class Kube:
         command: Sequence[str],
         timeout: float = EXEC_TIMEOUT,
     ) -> Ran:
-        """Run ``command`` in a container of a running pod (``pods/exec``, over the library's
-        websocket client); raises :class:`UnreachableError` when no answer came. The call goes
-        to the library's websocket client directly: its ``CoreV1Api`` would cost the operator
-        21 MiB of imports for this one path."""
+        """Run ``command`` in a container of a running pod (``pods/exec``); raises
+        :class:`UnreachableError` when no answer came. The library's websocket client is called
+        directly: going through its ``CoreV1Api`` would cost the operator 21 MiB of imports for
+        this one path."""
         credentials = self._http.credentials
         if credentials.impersonation:
             raise RefusedError(0, "pods/exec cannot impersonate", IMPERSONATED_EXEC)
