@@ -10,7 +10,7 @@ from kcp_shard_operator.controller.handlers import RESYNC_SECONDS
 from kcp_shard_operator.controller.shard import CHILD_KINDS
 
 from .kube import Cluster
-from .process import LoggedProcess, free_port, http_ok, on_free_ports
+from .process import LoggedProcess, free_ports, http_ok, on_free_ports
 from .wait import WaitTimeoutError, wait_for
 
 RESYNC_WINDOW = RESYNC_SECONDS + 10
@@ -27,8 +27,7 @@ class OperatorProcess:
     def __init__(self, cluster: Cluster, args: list[str], log_path: Path) -> None:
         self.cluster = cluster
         self.args = args
-        self.port = free_port()
-        self.metrics_port = free_port()
+        self.port, self.metrics_port = free_ports(2)
         self.process = LoggedProcess(log_path)
 
     @property
@@ -56,7 +55,7 @@ class OperatorProcess:
 
     def _start_over(self) -> None:
         self.process.stop(0)
-        self.port, self.metrics_port = free_port(), free_port()
+        self.port, self.metrics_port = free_ports(2)
 
     def _start(self, timeout: float) -> None:
         exe = Path(sys.executable).parent / "kcp-shard-operator"

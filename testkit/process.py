@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -26,10 +27,21 @@ class PortTakenError(AssertionError):
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that was free a moment ago (see :class:`PortTakenError`)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    [port] = free_ports(1)
+    return port
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` different TCP ports on 127.0.0.1 that were free a moment ago: held all at
+    once while picked, since a port picked and let go can be picked again at once."""
+    with contextlib.ExitStack() as held:
+        socks = [
+            held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            for _ in range(count)
+        ]
+        for sock in socks:
+            sock.bind(("127.0.0.1", 0))
+        return [int(sock.getsockname()[1]) for sock in socks]
 
 
 def on_free_ports(start: Callable[[], T], start_over: Callable[[], None], attempts: int = 3) -> T:

@@ -29,7 +29,7 @@ from typing import Any
 import yaml
 
 from testkit.metrics import Totals, request_totals
-from testkit.process import LoggedProcess, free_port, on_free_ports
+from testkit.process import LoggedProcess, free_ports, on_free_ports
 from testkit.tools import build_tools, log, tools_env
 from testkit.wait import WaitTimeoutError, wait_for
 
@@ -56,14 +56,15 @@ class KcpProcess:
     name: str
     binary: Path
     root_dir: Path
-    port: int = field(default_factory=free_port)
-    etcd_client_port: int = field(default_factory=free_port)
-    etcd_peer_port: int = field(default_factory=free_port)
     extra_args: list[str] = field(default_factory=list)
     process: LoggedProcess = field(init=False)
+    port: int = field(init=False)
+    etcd_client_port: int = field(init=False)
+    etcd_peer_port: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.process = LoggedProcess(self.root_dir.parent / f"{self.name}.log")
+        self.port, self.etcd_client_port, self.etcd_peer_port = free_ports(3)
 
     @property
     def base_url(self) -> str:
@@ -101,7 +102,7 @@ class KcpProcess:
     def start_over(self) -> None:
         """Forget a first start that failed: new ports and an empty root directory."""
         self.process.stop(0)
-        self.port, self.etcd_client_port, self.etcd_peer_port = (free_port() for _ in range(3))
+        self.port, self.etcd_client_port, self.etcd_peer_port = free_ports(3)
         shutil.rmtree(self.root_dir, ignore_errors=True)
 
     def running(self) -> bool:
@@ -196,7 +197,7 @@ class ShardedKcp:
     def start_new(self, shard: KcpProcess) -> float:
         """Start ``shard`` on a new root directory and wait for /readyz; return the seconds it took.
 
-        When a port from ``free_port`` was taken meanwhile, kcp exits at once and is started
+        When a port from ``free_ports`` was taken meanwhile, kcp exits at once and is started
         on other ports.
         """
 

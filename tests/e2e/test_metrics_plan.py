@@ -4,6 +4,7 @@ API server holds, ``plan`` writes nothing and its order is the order the upgrade
 from __future__ import annotations
 
 import json
+import threading
 import time
 from functools import partial
 from pathlib import Path
@@ -139,33 +140,43 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     assert steps["shard-1"]["identityCache"] == "kept (OlderVersion)"
 
     in_progress: list[float] = []
-    changed_at: dict[str, float] = {}
-    for name in SHARDS:
-        patch_spec(kubectl, namespace, name, {"version": NEW})
-    start = time.monotonic()
+    sampled = threading.Event()
 
     def sample_in_progress() -> None:
-        found: Scrape = scrape(operator_process.metrics)
-        in_progress.append(found.value("kcp_shard_operator_rollouts_in_progress") or 0)
+        """The gauge every 10 ms from before the patches until both Shards are Ready: on kwok
+        a rollout can be over within a second, between two polls of the waits below."""
+        while not sampled.wait(0.01):
+            found: Scrape = scrape(operator_process.metrics)
+            in_progress.append(found.value("kcp_shard_operator_rollouts_in_progress") or 0)
 
-    def both_changed() -> bool:
-        sample_in_progress()
+    sampler = threading.Thread(target=sample_in_progress, daemon=True)
+    sampler.start()
+    changed_at: dict[str, float] = {}
+    try:
         for name in SHARDS:
-            if name not in changed_at and template_version(kubectl, namespace, name) == NEW:
-                changed_at[name] = time.monotonic() - start
-        return len(changed_at) == len(SHARDS)
+            patch_spec(kubectl, namespace, name, {"version": NEW})
+        start = time.monotonic()
 
-    wait_for(both_changed, 120, "both Deployments on the new version", interval=0.2)
-    order = sorted(changed_at, key=changed_at.__getitem__)
-    assert order == [s["name"] for s in planned["steps"]], changed_at
+        def both_changed() -> bool:
+            for name in SHARDS:
+                if name not in changed_at and template_version(kubectl, namespace, name) == NEW:
+                    changed_at[name] = time.monotonic() - start
+            return len(changed_at) == len(SHARDS)
 
-    # The gauge is sampled until both are Ready: on kwok a rollout can be over before the
-    # first sample of both_changed, which saw both Deployments changed at once.
-    def both_ready() -> bool:
-        sample_in_progress()
-        return all(shard_ready(get(kubectl, namespace, "shard", name), NEW) for name in SHARDS)
-
-    wait_for(both_ready, 180, f"both Shards Ready at kcp {NEW}", interval=0.2)
+        wait_for(both_changed, 120, "both Deployments on the new version", interval=0.2)
+        order = sorted(changed_at, key=changed_at.__getitem__)
+        assert order == [s["name"] for s in planned["steps"]], changed_at
+        wait_for(
+            lambda: all(
+                shard_ready(get(kubectl, namespace, "shard", name), NEW) for name in SHARDS
+            ),
+            180,
+            f"both Shards Ready at kcp {NEW}",
+            interval=0.2,
+        )
+    finally:
+        sampled.set()
+        sampler.join()
     wait_for(
         lambda: (
             scrape(operator_process.metrics).total(
@@ -180,7 +191,7 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     for role in ("root", "non-root"):
         assert found.value("kcp_shard_operator_rollout_duration_seconds_count", role=role) == 2
     assert found.value("kcp_shard_operator_shards_running_version", version=NEW) == 2
-    assert max(in_progress) >= 1
+    assert max(in_progress) >= 1, f"none of {len(in_progress)} samples saw a rollout going on"
     print(f"plan order {order}, Deployments changed at {changed_at}")
     assert plan_json(cluster, "-n", namespace)["steps"][0]["outcome"] == "Unchanged"
 

@@ -18,7 +18,7 @@ from testkit.cluster import cluster_script_env, orphaned_clusters, session_clust
 from testkit.kube import condition, credential_strings, shard_ready, unique_name
 from testkit.kwok import KwokControlPlane
 from testkit.metrics import request_totals, writes_between
-from testkit.process import LoggedProcess, PortTakenError, on_free_ports
+from testkit.process import LoggedProcess, PortTakenError, free_ports, on_free_ports
 from testkit.tools import REPO
 from testkit.wait import wait_for
 
@@ -292,3 +292,11 @@ def test_credential_strings_of_inline_and_file_credentials(tmp_path: Path) -> No
     ]  # fmt: skip
     kubeconfig.write_text("apiVersion: v1\n")
     assert credential_strings(kubeconfig) == []
+
+
+def test_free_ports_are_all_different() -> None:
+    """Two ports picked one after the other can be the same one (an operator's metrics and
+    liveness ports were, in a CI run); picked together they cannot."""
+    for _ in range(20):
+        ports = free_ports(3)
+        assert len(set(ports)) == 3, ports
