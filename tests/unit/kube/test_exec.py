@@ -18,10 +18,9 @@ from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import pytest
-import yaml
 
-from kcp_shard_operator.kube import credentials
-from kcp_shard_operator.kube.client import Kube, RefusedError, error_message
+from kcp_shard_operator.kube.client import RefusedError, error_message
+from tests.unit.kube.test_client import kube_for
 
 TOKEN = "t0k-exec"
 WEBSOCKET_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
@@ -104,22 +103,13 @@ def exec_server() -> Iterator[ExecServer]:
     listener.close()
 
 
-def kube_for(tmp_path: Path, server: str, **user: object) -> Kube:
-    config = {
-        "current-context": "ctx",
-        "contexts": [{"name": "ctx", "context": {"cluster": "c", "user": "u"}}],
-        "clusters": [{"name": "c", "cluster": {"server": server}}],
-        "users": [{"name": "u", "user": {"token": TOKEN, **user}}],
-    }
-    (tmp_path / "kc").write_text(yaml.safe_dump(config))
-    return Kube(credentials.load(str(tmp_path / "kc")))
-
-
 def test_a_command_runs_in_the_named_container_with_the_token(
     exec_server: ExecServer, tmp_path: Path
 ) -> None:
     command = ["etcdctl", "snapshot", "save", "/backup/a b.db"]
-    ran = kube_for(tmp_path, exec_server.url).run_in_container("ns", "root-0", "backup", command)
+    ran = kube_for(tmp_path, exec_server.url, {"token": TOKEN}).run_in_container(
+        "ns", "root-0", "backup", command
+    )
     assert (ran.code, ran.stdout, ran.stderr) == (0, "snapshot saved\n", "a warning\n")
     [(target, headers)] = exec_server.requests
     url = urlsplit(target)
@@ -140,14 +130,18 @@ def test_a_command_runs_in_the_named_container_with_the_token(
 
 def test_the_exit_code_of_a_failed_command_is_read(exec_server: ExecServer, tmp_path: Path) -> None:
     exec_server.code, exec_server.out = 3, b""
-    ran = kube_for(tmp_path, exec_server.url).run_in_container("ns", "p", "c", ["false"])
+    ran = kube_for(tmp_path, exec_server.url, {"token": TOKEN}).run_in_container(
+        "ns", "p", "c", ["false"]
+    )
     assert (ran.code, ran.stdout, ran.stderr) == (3, "", "a warning\n")
 
 
 def test_a_refused_exec_is_a_refusal(exec_server: ExecServer, tmp_path: Path) -> None:
     exec_server.status = 403
     with pytest.raises(RefusedError, match="403"):
-        kube_for(tmp_path, exec_server.url).run_in_container("ns", "p", "c", ["true"])
+        kube_for(tmp_path, exec_server.url, {"token": TOKEN}).run_in_container(
+            "ns", "p", "c", ["true"]
+        )
 
 
 def test_an_impersonating_user_is_refused_without_a_request(
@@ -155,7 +149,7 @@ def test_an_impersonating_user_is_refused_without_a_request(
 ) -> None:
     """The library's websocket client would drop the Impersonate-* headers and run the command
     as the user itself."""
-    kube = kube_for(tmp_path, exec_server.url, **{"as": "alice"})
+    kube = kube_for(tmp_path, exec_server.url, {"token": TOKEN, "as": "alice"})
     with pytest.raises(RefusedError) as refused:
         kube.run_in_container("ns", "p", "c", ["true"])
     assert error_message(refused.value).startswith("pods/exec cannot impersonate: ")
