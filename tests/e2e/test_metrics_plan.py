@@ -140,12 +140,12 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
     assert steps["shard-1"]["identityCache"] == "kept (OlderVersion)"
 
     in_progress: list[float] = []
-    sampled = threading.Event()
+    stop_sampling = threading.Event()
 
     def sample_in_progress() -> None:
         """The gauge every 10 ms from before the patches until both Shards are Ready: on kwok
         a rollout can be over within a second, between two polls of the waits below."""
-        while not sampled.wait(0.01):
+        while not stop_sampling.wait(0.01):
             found: Scrape = scrape(operator_process.metrics)
             in_progress.append(found.value("kcp_shard_operator_rollouts_in_progress") or 0)
 
@@ -175,7 +175,7 @@ def test_plan_reads_only_and_its_order_is_the_upgrade_s(
             interval=0.2,
         )
     finally:
-        sampled.set()
+        stop_sampling.set()
         sampler.join()
     wait_for(
         lambda: (

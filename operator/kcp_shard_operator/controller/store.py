@@ -78,8 +78,6 @@ def trimmed(kind: str, body: JSON) -> JSON:
     (:data:`OWN_KINDS`) go.
     """
     meta = body.get("metadata") or {}
-    if kind in OWN_KINDS and "managedFields" in meta:
-        return {**body, "metadata": {k: v for k, v in meta.items() if k != "managedFields"}}
     if kind == "Secret":
         return {"metadata": _secret_metadata(meta), "keys": sorted(body.get("data") or {})}
     if kind == "Pod":
@@ -100,7 +98,7 @@ def trimmed(kind: str, body: JSON) -> JSON:
         }
     if "managedFields" in meta:
         rest = {k: v for k, v in meta.items() if k != "managedFields"}
-        managers = spec_field_managers(body, FIELD_MANAGER)
+        managers = [] if kind in OWN_KINDS else spec_field_managers(body, FIELD_MANAGER)
         return {**body, "metadata": {**rest, "managedFields": managers} if managers else rest}
     return body
 
